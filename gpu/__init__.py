@@ -1,0 +1,51 @@
+"""Matching runtime: exact continuous subgraph matching on the CPU or a GPU."""
+
+from . import _cpu  # noqa: F401  (registers the "cpu" executor)
+from ._engine import Engine, QuerySpec, RegisteredQuery
+from ._executor import EXECUTORS, Executor, MatchOutput, MatchTasks, create_executor
+from ._graph import HostGraph, LoadStats, OpTable
+from ._query import Query
+from ._results import BatchResult, BatchStats, Listing, MatchDelta
+from ._types import (
+    INF_TICK,
+    MAX_QUERY_VERTICES,
+    WILDCARD,
+    CountMode,
+    RejectReason,
+    UpdateBatch,
+    UpdateOp,
+    UpdateStatus,
+)
+from .exceptions import BackendError, CsmError, EngineError, QueryError, UnknownQueryError
+
+__all__ = [
+    "EXECUTORS",
+    "INF_TICK",
+    "MAX_QUERY_VERTICES",
+    "WILDCARD",
+    "BackendError",
+    "BatchResult",
+    "BatchStats",
+    "CountMode",
+    "CsmError",
+    "Engine",
+    "EngineError",
+    "Executor",
+    "HostGraph",
+    "Listing",
+    "LoadStats",
+    "MatchDelta",
+    "MatchOutput",
+    "MatchTasks",
+    "OpTable",
+    "Query",
+    "QueryError",
+    "QuerySpec",
+    "RegisteredQuery",
+    "RejectReason",
+    "UnknownQueryError",
+    "UpdateBatch",
+    "UpdateOp",
+    "UpdateStatus",
+    "create_executor",
+]

@@ -1,0 +1,55 @@
+"""The CPU executor: numba-compiled backtracking, updates of a batch matched in parallel."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from . import _cpu_kernels as K
+from ._executor import EXECUTORS, MatchOutput, MatchTasks
+from ._graph import HostGraph, OpTable
+from ._planner import PlanSet
+
+__all__ = ["CpuExecutor"]
+
+
+class CpuExecutor:
+    name = "cpu"
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or nb.get_num_threads()
+
+    def on_update(self, graph: HostGraph, ops: OpTable) -> None:
+        """The CPU reads the host graph directly."""
+
+    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
+        n = len(tasks)
+        empty = MatchOutput(np.zeros(n, np.int64), np.zeros(n, np.int64),
+                            np.zeros(n + 1, np.int64), np.zeros((0, K.M), np.int32))
+        if n == 0:
+            return empty
+        pl = plans.table
+        nv = graph.num_vertices
+        g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.vlabel[:nv], graph.key, graph.elab,
+             graph.ct, graph.dt)
+        maxlen = graph.max_degree_bound()
+        cost = graph.seg_len[tasks.a].astype(np.int64) * graph.seg_len[tasks.b]
+        order = np.argsort(-cost, kind="stable")
+        threads = min(self.threads, n)
+        counts = K.count_tasks(tasks.a, tasks.b, tasks.label, tasks.tick, tasks.plan_lo,
+                               tasks.plan_hi, order, threads, maxlen, pl, plans.nb_level,
+                               plans.nb_label, *g)
+        listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
+        row_off = np.zeros(n + 1, np.int64)
+        np.cumsum(listed, out=row_off[1:])
+        rows = np.zeros((int(row_off[-1]), K.M), np.int32)
+        sel = np.flatnonzero(listed > 0)
+        if len(sel):
+            K.list_tasks(tasks.a, tasks.b, tasks.label, tasks.tick, tasks.plan_lo,
+                         tasks.plan_hi, sel, row_off[sel], listed[sel],
+                         min(self.threads, len(sel)), maxlen, pl, plans.nb_level,
+                         plans.nb_label, *g, rows)
+        return MatchOutput(counts, listed, row_off, rows)
+
+
+EXECUTORS["cpu"] = CpuExecutor

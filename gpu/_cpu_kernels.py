@@ -1,0 +1,301 @@
+"""numba kernels of the CPU executor: incremental matching from each updated edge.
+
+One *task* is (update, query); it runs every plan of the query (one per directed query
+edge) with the update's endpoints bound at levels 0 and 1, and explores the rest with an
+explicit stack (STMatch Fig. 3 on one core). Every neighbour list is read as of the
+task's tick ``k``: an entry counts iff ``ct < k <= dt`` (DCSM Property 2), so all
+updates of a batch run in parallel against their own graph versions.
+
+Neighbour arrays are sorted by key = (label << 32 | id), so a labelled query vertex
+reads one contiguous label range; set intersections merge or gallop by size. The last
+level is counted, not enumerated, unless matches are listed.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ._graph_kernels import lower_bound, make_key
+from ._planner import (F_DEGREE, F_GT, F_LABEL, F_LT, F_MISC, F_NBCNT, F_NBOFF, F_REUSE,
+                       F_VERTEX)
+from ._types import MAX_QUERY_VERTICES, WILDCARD
+
+M = MAX_QUERY_VERTICES
+
+_WILD = WILDCARD
+_LOW32 = np.int64(0xFFFFFFFF)
+_ONE32 = np.int64(1) << np.int64(32)
+
+
+@nb.njit(cache=True, inline="always")
+def _label_range(key, off, n, lab):  # type: ignore[no-untyped-def]
+    if lab == _WILD:
+        return off, off + n
+    base = np.int64(lab) << np.int64(32)
+    lo = lower_bound(key, off, off + n, base)
+    return lo, lower_bound(key, lo, off + n, base + _ONE32)
+
+
+@nb.njit(cache=True, inline="always")
+def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
+    return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
+
+
+@nb.njit(cache=True)
+def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
+    n = 0
+    for i in range(lo, hi):
+        if _visible(elab, ct, dt, i, k, el):
+            out[n] = key[i]
+            n += 1
+    return n
+
+
+@nb.njit(cache=True)
+def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
+    """out[0:n] = src[slo:shi] ∩ visible(key[lo:hi]); out may alias src when slo == 0."""
+    w = 0
+    ns = shi - slo
+    if ns == 0 or hi <= lo:
+        return 0
+    if ns * 16 < hi - lo:
+        p = lo
+        for i in range(slo, shi):
+            x = src[i]
+            p = lower_bound(key, p, hi, x)
+            if p >= hi:
+                break
+            q = p
+            while q < hi and key[q] == x:
+                if _visible(elab, ct, dt, q, k, el):
+                    out[w] = x
+                    w += 1
+                    break
+                q += 1
+        return w
+    i, p = slo, lo
+    while i < shi and p < hi:
+        x, y = src[i], key[p]
+        if x < y:
+            i += 1
+        elif y < x:
+            p += 1
+        else:
+            found = False
+            while p < hi and key[p] == x:
+                if not found and _visible(elab, ct, dt, p, k, el):
+                    found = True
+                p += 1
+            if found:
+                out[w] = x
+                w += 1
+            i += 1
+    return w
+
+
+@nb.njit(cache=True)
+def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
+             raw, rrow, rlo, rhi, ilo, ihi, ranges):  # type: ignore[no-untyped-def]
+    """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi."""
+    lab = pl[p, F_LABEL, L]
+    src = pl[p, F_REUSE, L]
+    off = pl[p, F_NBOFF, L]
+    cnt = pl[p, F_NBCNT, L]
+    out = raw[L]
+    if src >= 0:
+        row = rrow[src]
+        lo, hi = rlo[src], rhi[src]
+        if lab != _WILD and pl[p, F_LABEL, src] == _WILD:
+            base = np.int64(lab) << np.int64(32)
+            lo2 = lower_bound(raw[row], lo, hi, base)
+            hi = lower_bound(raw[row], lo2, hi, base + _ONE32)
+            lo = lo2
+        if cnt == 0:
+            rrow[L], rlo[L], rhi[L] = row, lo, hi
+        else:
+            n = hi - lo
+            for j in range(cnt):
+                w = f[nb_level[off + j]]
+                a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+                if j == 0:
+                    n = _intersect(raw[row], lo, hi, key, elab, ct, dt, a, b, k,
+                                   nb_label[off + j], out)
+                else:
+                    n = _intersect(out, 0, n, key, elab, ct, dt, a, b, k,
+                                   nb_label[off + j], out)
+                if n == 0:
+                    break
+            rrow[L], rlo[L], rhi[L] = L, 0, n
+    else:
+        best = 0
+        for j in range(cnt):
+            w = f[nb_level[off + j]]
+            a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+            ranges[j, 0], ranges[j, 1] = a, b
+            if b - a < ranges[best, 1] - ranges[best, 0]:
+                best = j
+        n = _scan(key, elab, ct, dt, ranges[best, 0], ranges[best, 1], k,
+                  nb_label[off + best], out)
+        for j in range(cnt):
+            if j != best and n > 0:
+                n = _intersect(out, 0, n, key, elab, ct, dt, ranges[j, 0], ranges[j, 1], k,
+                               nb_label[off + j], out)
+        rrow[L], rlo[L], rhi[L] = L, 0, n
+    # symmetry conditions narrow a labelled level to one key interval
+    lo, hi = rlo[L], rhi[L]
+    if lab != _WILD and hi > lo:
+        buf = raw[rrow[L]]
+        gm = pl[p, F_GT, L]
+        lm = pl[p, F_LT, L]
+        lb = np.int64(lab) << np.int64(32)
+        for j in range(L):
+            if (gm >> j) & 1:
+                lo = max(lo, lower_bound(buf, lo, hi, lb | np.int64(f[j]) + 1))
+            if (lm >> j) & 1:
+                hi = min(hi, lower_bound(buf, lo, hi, lb | np.int64(f[j])))
+        if hi < lo:
+            hi = lo
+    ilo[L], ihi[L] = lo, hi
+
+
+@nb.njit(cache=True, inline="always")
+def _valid(x, L, p, f, pl, seg_len, check_degree):  # type: ignore[no-untyped-def]
+    for j in range(L):
+        if f[j] == x:
+            return False
+    gm = pl[p, F_GT, L]
+    lm = pl[p, F_LT, L]
+    if gm | lm:
+        for j in range(L):
+            if (gm >> j) & 1 and x <= f[j]:
+                return False
+            if (lm >> j) & 1 and x >= f[j]:
+                return False
+    return not (check_degree and seg_len[x] < pl[p, F_DEGREE, L])
+
+
+@nb.njit(cache=True)
+def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
+             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, out, out_row, cap):  # type: ignore[no-untyped-def]
+    """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
+
+    With ``cap`` < 0 only counts; otherwise writes up to ``cap`` tuples (query-vertex
+    order) into ``out`` from row ``out_row`` and returns how many it wrote.
+    """
+    n = pl[p, F_MISC, 0]
+    if not ((pl[p, F_LABEL, 0] == _WILD or pl[p, F_LABEL, 0] == vlabel[a])
+            and (pl[p, F_LABEL, 1] == _WILD or pl[p, F_LABEL, 1] == vlabel[b])
+            and (pl[p, F_MISC, 1] == _WILD or pl[p, F_MISC, 1] == el)
+            and seg_len[a] >= pl[p, F_DEGREE, 0] and seg_len[b] >= pl[p, F_DEGREE, 1]):
+        return 0
+    if (pl[p, F_GT, 1] & 1 and b <= a) or (pl[p, F_LT, 1] & 1 and b >= a):
+        return 0
+    f[0] = a
+    f[1] = b
+    listing = cap >= 0
+    if n == 2:
+        if listing and cap > 0:
+            out[out_row, pl[p, F_VERTEX, 0]] = a
+            out[out_row, pl[p, F_VERTEX, 1]] = b
+            return 1
+        return 0 if listing else 1
+    total = 0
+    last = n - 1
+    L = 2
+    _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
+             raw, rrow, rlo, rhi, ilo, ihi, ranges)
+    pos[L] = ilo[L]
+    while L >= 2:
+        buf = raw[rrow[L]]
+        if L == last:
+            lo, hi = ilo[L], ihi[L]
+            if listing:
+                for i in range(lo, hi):
+                    x = np.int32(buf[i] & _LOW32)
+                    if _valid(x, L, p, f, pl, seg_len, False):
+                        if total >= cap:
+                            return total
+                        r = out_row + total
+                        for j in range(L):
+                            out[r, pl[p, F_VERTEX, j]] = f[j]
+                        out[r, pl[p, F_VERTEX, L]] = x
+                        total += 1
+            elif pl[p, F_LABEL, L] != _WILD:
+                # one label range, bounds already applied: subtract bound vertices in it
+                c = hi - lo
+                lab = pl[p, F_LABEL, L]
+                for j in range(L):
+                    if vlabel[f[j]] == lab:
+                        kk = make_key(lab, f[j])
+                        q = lower_bound(buf, lo, hi, kk)
+                        if q < hi and buf[q] == kk:
+                            c -= 1
+                total += c
+            else:
+                for i in range(lo, hi):
+                    if _valid(np.int32(buf[i] & _LOW32), L, p, f, pl, seg_len, False):
+                        total += 1
+            L -= 1
+            continue
+        moved = False
+        while pos[L] < ihi[L]:
+            x = np.int32(buf[pos[L]] & _LOW32)
+            pos[L] += 1
+            if _valid(x, L, p, f, pl, seg_len, True):
+                f[L] = x
+                moved = True
+                break
+        if not moved:
+            L -= 1
+            continue
+        L += 1
+        _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
+                 dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+        pos[L] = ilo[L]
+    return total
+
+
+@nb.njit(cache=True, inline="always")
+def _buffers(maxlen):  # type: ignore[no-untyped-def]
+    return (np.empty((M, maxlen + 1), np.int64), np.zeros(M, np.int32), np.zeros(M, np.int64),
+            np.zeros(M, np.int64), np.zeros(M, np.int64), np.zeros(M, np.int64),
+            np.zeros(M, np.int64), np.zeros(M, np.int64), np.zeros((M, 2), np.int64))
+
+
+@nb.njit(parallel=True, cache=True)
+def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
+                seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """Exact match count of every task; tasks are dealt round-robin in ``order``."""
+    ntask = len(t_a)
+    counts = np.zeros(ntask, np.int64)
+    dummy = np.empty((1, 1), np.int32)
+    for t in nb.prange(nthreads):
+        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges = _buffers(maxlen)
+        for r in range(t, ntask, nthreads):
+            i = order[r]
+            c = 0
+            for p in range(t_plo[i], t_phi[i]):
+                c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
+                              seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
+                              rlo, rhi, ilo, ihi, ranges, dummy, 0, -1)
+            counts[i] = c
+    return counts
+
+
+@nb.njit(parallel=True, cache=True)
+def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl, nb_level,
+               nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
+    """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
+    for t in nb.prange(nthreads):
+        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges = _buffers(maxlen)
+        for s in range(t, len(sel), nthreads):
+            i = sel[s]
+            got = 0
+            for p in range(t_plo[i], t_phi[i]):
+                if got >= caps[s]:
+                    break
+                got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
+                                seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
+                                rlo, rhi, ilo, ihi, ranges, out, rows_off[s] + got,
+                                caps[s] - got)

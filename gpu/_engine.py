@@ -1,0 +1,210 @@
+"""The engine: host graph + registered queries + one executor.
+
+``apply`` runs the two phases of every batch: (1) the graph updater resolves the raw
+updates in order and writes lifetimes (``HostGraph.apply``); (2) the executor matches
+every applied edge update against its own tick, all in parallel. Results are exactly
+those of applying the updates one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ._executor import Executor, MatchOutput, MatchTasks, create_executor
+from ._graph import HostGraph, LoadStats, OpTable
+from ._planner import PlanSet, plan_query
+from ._query import Query
+from ._results import BatchResult, BatchStats, Listing
+from ._types import CountMode, UpdateBatch, UpdateOp, UpdateStatus
+from .exceptions import EngineError, UnknownQueryError
+
+__all__ = ["Engine", "QuerySpec", "RegisteredQuery"]
+
+
+@dataclass(frozen=True, slots=True)
+class QuerySpec:
+    query: Query
+    mode: CountMode = CountMode.SUBGRAPHS
+    list_matches: bool = False
+    #: listed tuples per update and query; counts stay exact beyond it
+    max_matches_per_update: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.max_matches_per_update < 0:
+            raise EngineError("max_matches_per_update must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredQuery:
+    id: int
+    spec: QuerySpec
+    automorphisms: int
+    plan_count: int
+
+
+class Engine:
+    def __init__(self, backend: str = "auto", executor: Executor | None = None) -> None:
+        self.graph = HostGraph()
+        self.executor = executor or create_executor(backend)
+        self._queries: dict[int, RegisteredQuery] = {}
+        self._plans: dict[int, list] = {}  # type: ignore[type-arg]
+        self._planset: PlanSet | None = None
+        self._next_id = 1
+
+    @property
+    def backend(self) -> str:
+        return self.executor.name
+
+    # -- graph ----------------------------------------------------------------
+    def load_graph(self, vertex_ids: npt.ArrayLike, vertex_labels: npt.ArrayLike,
+                   src: npt.ArrayLike, dst: npt.ArrayLike, label: npt.ArrayLike) -> LoadStats:
+        """Bulk-load the initial graph (empty engine only; no deltas are produced)."""
+        stats = self.graph.load(np.asarray(vertex_ids, np.int64),
+                                np.asarray(vertex_labels, np.int32), np.asarray(src, np.int64),
+                                np.asarray(dst, np.int64), np.asarray(label, np.int32))
+        self.executor.on_update(self.graph, _empty_ops())
+        return stats
+
+    # -- queries ----------------------------------------------------------------
+    @property
+    def queries(self) -> tuple[RegisteredQuery, ...]:
+        return tuple(self._queries.values())
+
+    def register(self, spec: QuerySpec, *, query_id: int | None = None,
+                 initial: bool = False) -> tuple[RegisteredQuery, BatchResult | None]:
+        """Add a standing query; with ``initial`` also return its current match set."""
+        qid = self._next_id if query_id is None else query_id
+        if qid in self._queries:
+            raise EngineError(f"query id {qid} is already registered")
+        plans, aut = plan_query(spec.query, spec.mode)
+        reg = RegisteredQuery(id=qid, spec=spec, automorphisms=aut, plan_count=len(plans))
+        self._queries[qid] = reg
+        self._plans[qid] = plans
+        self._planset = None
+        self._next_id = max(self._next_id, qid + 1)
+        return reg, (self._initial(qid) if initial else None)
+
+    def unregister(self, query_id: int) -> None:
+        if query_id not in self._queries:
+            raise UnknownQueryError(f"no query with id {query_id}")
+        del self._queries[query_id]
+        del self._plans[query_id]
+        self._planset = None
+
+    def _plan_set(self) -> PlanSet:
+        if self._planset is None:
+            self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
+        return self._planset
+
+    def _initial(self, qid: int) -> BatchResult:
+        """Static matching: every alive directed edge as the image of query edge 0."""
+        a, b, lab = self.graph.alive_edges()
+        ps = self._plan_set()
+        j = list(self._queries).index(qid)
+        lo = int(ps.query_lo[j])
+        spec = self._queries[qid].spec
+        n = len(a)
+        tasks = MatchTasks(a=a, b=b, label=lab, tick=np.full(n, self.graph.tick + 1, np.int64),
+                           plan_lo=np.full(n, lo, np.int32), plan_hi=np.full(n, lo + 1, np.int32),
+                           cap=np.full(n, spec.max_matches_per_update if spec.list_matches
+                                       else -1, np.int64))
+        t0 = time.perf_counter()
+        out = self.executor.match(self.graph, ps, tasks)
+        secs = time.perf_counter() - t0
+        total = int(out.counts.sum())
+        listing = None
+        if spec.list_matches:
+            nq = spec.query.n
+            rows = self.graph.vext[out.rows[:, :nq]]
+            cap = spec.max_matches_per_update
+            listing = Listing(op_index=np.zeros(1, np.int64),
+                              offsets=np.array([0, min(len(rows), cap)], np.int64),
+                              tuples=rows[:cap], truncated=np.array([total > cap]))
+        ops = _empty_ops(1)
+        return BatchResult(ops=ops, seq=np.full(1, -1, np.int64), sub=np.zeros(1, np.int32),
+                           query_ids=(qid,), counts=np.array([[total]], np.int64),
+                           listings={qid: listing} if listing is not None else {},
+                           stats=BatchStats(positive=total, match_seconds=secs, tasks=n))
+
+    # -- updates ----------------------------------------------------------------
+    def apply(self, batch: UpdateBatch) -> BatchResult:
+        t0 = time.perf_counter()
+        self.graph.set_watermark(self.graph.tick)   # nothing in flight between batches
+        ops = self.graph.apply(batch)
+        self.executor.on_update(self.graph, ops)
+        t1 = time.perf_counter()
+        qids = tuple(self._queries)
+        edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
+            (ops.status == UpdateStatus.APPLIED)
+        ei = np.flatnonzero(edge)
+        counts = np.zeros((len(ops), len(qids)), np.int64)
+        listings = {q: Listing.empty(r.spec.query.n) for q, r in self._queries.items()
+                    if r.spec.list_matches}
+        ntasks = 0
+        if qids and len(ei):
+            ps = self._plan_set()
+            out, tasks = self._match_edges(ops, ei, ps, qids)
+            ntasks = len(tasks)
+            sign = np.where(ops.op[ei] == UpdateOp.INSERT_EDGE, 1, -1).astype(np.int64)
+            counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None]
+            listings = self._listings(ops, ei, qids, out)
+        t2 = time.perf_counter()
+        raw = ops.raw
+        first = np.r_[True, raw[1:] != raw[:-1]] if len(raw) else np.zeros(0, bool)
+        start = np.maximum.accumulate(np.where(first, np.arange(len(raw)), 0)) if len(raw) \
+            else np.zeros(0, np.int64)
+        sub = (np.arange(len(raw)) - start).astype(np.int32)
+        last_of_raw = np.r_[raw[1:] != raw[:-1], True] if len(raw) else np.zeros(0, bool)
+        raw_status = ops.status[last_of_raw]
+        stats = BatchStats(
+            updates=len(batch), edge_updates=int(edge.sum()),
+            applied=int((raw_status == UpdateStatus.APPLIED).sum()),
+            ignored=int((raw_status == UpdateStatus.IGNORED).sum()),
+            rejected=int((raw_status == UpdateStatus.REJECTED).sum()),
+            positive=int(counts[counts > 0].sum()), negative=int(-counts[counts < 0].sum()),
+            resolve_seconds=t1 - t0, match_seconds=t2 - t1, tasks=ntasks)
+        return BatchResult(ops=ops, seq=batch.seq[raw], sub=sub, query_ids=qids, counts=counts,
+                           listings=listings, stats=stats)
+
+    def _match_edges(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
+                     qids: tuple[int, ...]) -> tuple[MatchOutput, MatchTasks]:
+        nq = len(qids)
+        caps = np.array([s.spec.max_matches_per_update if s.spec.list_matches else -1
+                         for s in self._queries.values()], np.int64)
+        rep = lambda x: np.repeat(x[ei], nq)  # noqa: E731
+        tasks = MatchTasks(a=rep(ops.a), b=rep(ops.b), label=rep(ops.label), tick=rep(ops.tick),
+                           plan_lo=np.tile(ps.query_lo, len(ei)),
+                           plan_hi=np.tile(ps.query_hi, len(ei)), cap=np.tile(caps, len(ei)))
+        return self.executor.match(self.graph, ps, tasks), tasks
+
+    def _listings(self, ops: OpTable, ei: npt.NDArray[np.int64], qids: tuple[int, ...],
+                  out: MatchOutput) -> dict[int, Listing]:
+        res: dict[int, Listing] = {}
+        nq = len(qids)
+        for j, q in enumerate(qids):
+            spec = self._queries[q].spec
+            if not spec.list_matches:
+                continue
+            t = np.arange(len(ei)) * nq + j
+            keep = out.counts[t] > 0
+            t = t[keep]
+            n_rows = out.listed[t]
+            offsets = np.zeros(len(t) + 1, np.int64)
+            np.cumsum(n_rows, out=offsets[1:])
+            idx = np.concatenate([np.arange(out.row_off[x], out.row_off[x] + out.listed[x])
+                                  for x in t]) if len(t) else np.zeros(0, np.int64)
+            tuples = self.graph.vext[out.rows[idx, :spec.query.n]]
+            res[q] = Listing(op_index=ei[keep], offsets=offsets, tuples=tuples,
+                             truncated=out.counts[t] > n_rows)
+        return res
+
+
+def _empty_ops(n: int = 0) -> OpTable:
+    z = lambda dt: np.zeros(n, dt)  # noqa: E731
+    return OpTable(raw=z(np.int32), op=z(np.int8), a=z(np.int32), b=z(np.int32), src=z(np.int64),
+                   dst=z(np.int64), label=z(np.int32), tick=z(np.int64), status=z(np.int8),
+                   reason=z(np.int8))

@@ -1,0 +1,81 @@
+"""The one executor interface (CPU and GPU) and the registry that picks one.
+
+An executor matches *tasks*: an updated (or, for static matching, an existing) directed
+edge ``a -> b`` with its label, the tick ``k`` whose graph version it must read, and the
+range of plans to run. It returns exact counts per task and, for tasks with a listing
+cap, up to that many match tuples (internal ids, query-vertex order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ._graph import HostGraph, OpTable
+from ._planner import PlanSet
+from .exceptions import BackendError
+
+__all__ = ["EXECUTORS", "Executor", "MatchOutput", "MatchTasks", "create_executor"]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchTasks:
+    a: npt.NDArray[np.int32]
+    b: npt.NDArray[np.int32]
+    label: npt.NDArray[np.int32]
+    tick: npt.NDArray[np.int64]
+    plan_lo: npt.NDArray[np.int32]
+    plan_hi: npt.NDArray[np.int32]
+    #: listing cap per task; -1 = count only
+    cap: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+
+@dataclass(frozen=True, slots=True)
+class MatchOutput:
+    counts: npt.NDArray[np.int64]       # [ntasks] exact, unsigned
+    listed: npt.NDArray[np.int64]       # [ntasks] tuples written (0 where not listed)
+    row_off: npt.NDArray[np.int64]      # [ntasks + 1] first row of each task in ``rows``
+    rows: npt.NDArray[np.int32]         # [total, 12] internal ids by query vertex
+
+
+class Executor(Protocol):
+    """What the engine needs from a backend."""
+
+    name: str
+
+    def on_update(self, graph: HostGraph, ops: OpTable) -> None:
+        """The host graph just applied ``ops``: mirror them (device backends)."""
+
+    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
+        """Exact counts (and capped listings) of every task against its own tick."""
+
+
+EXECUTORS: dict[str, Callable[[], Executor]] = {}
+
+
+def _gpu_available() -> bool:
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
+    except Exception:  # noqa: BLE001 - any CUDA runtime failure means "no device"
+        return False
+
+
+def create_executor(backend: str) -> Executor:
+    """``cpu``, ``gpu`` or ``auto`` (GPU when CuPy sees a device and the backend exists)."""
+    if backend == "auto":
+        backend = "gpu" if "gpu" in EXECUTORS and _gpu_available() else "cpu"
+    if backend not in EXECUTORS:
+        known = ", ".join(sorted(EXECUTORS)) or "none"
+        raise BackendError(f"backend {backend!r} is not available here (available: {known})")
+    return EXECUTORS[backend]()

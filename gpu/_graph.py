@@ -1,0 +1,261 @@
+"""The host multi-version graph (DCSM section 4.4 on the CPU).
+
+Layout, all numpy:
+
+* per internal vertex: ``vlabel``, ``vext`` (external id), ``valive``, ``vdeg`` (alive
+  degree) and the current neighbour-array version ``seg_off/seg_len/seg_cap`` in the pool;
+* the entry pool: ``key`` = (neighbour label << 32 | neighbour id), ``elab``, and the
+  lifetime ``(ct, dt]`` in ticks. Each version is sorted by (key, ct).
+
+A batch writes deletions in place (readers of older ticks still see the edge, since
+their tick is <= dt) and gives each vertex that receives an insertion a new version
+(copy-on-write, once per batch). The old version becomes garbage; its space is reclaimed
+by :meth:`HostGraph.compact`, which the engine runs only when no matching is in flight,
+and entries with ``dt <= watermark`` are dropped whenever a version is copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _graph_kernels as K
+from ._idmap import IdMap, intern_bulk as _intern_bulk
+from ._types import INF_TICK, UpdateBatch
+
+__all__ = ["HostGraph", "LoadStats", "OpTable"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadStats:
+    vertices: int
+    edges: int
+    self_loops: int
+    duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpTable:
+    """Primitive updates of one batch in tick order (a vertex deletion expands to several)."""
+
+    raw: npt.NDArray[np.int32]      # index into the raw batch
+    op: npt.NDArray[np.int8]        # primitive op (UpdateOp)
+    a: npt.NDArray[np.int32]        # internal ids (-1 where none)
+    b: npt.NDArray[np.int32]
+    src: npt.NDArray[np.int64]      # external ids
+    dst: npt.NDArray[np.int64]
+    label: npt.NDArray[np.int32]
+    tick: npt.NDArray[np.int64]
+    status: npt.NDArray[np.int8]
+    reason: npt.NDArray[np.int8]
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+class HostGraph:
+    """Owns the arrays; numba kernels in ``_graph_kernels`` mutate them in place."""
+
+    def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096) -> None:
+        self.ids = IdMap(vertex_capacity)
+        self.meta = np.zeros(K.META_SIZE, np.int64)
+        self._alloc_vertices(vertex_capacity)
+        self._alloc_pool(pool_capacity)
+
+    # -- storage -------------------------------------------------------------
+    def _alloc_vertices(self, cap: int) -> None:
+        self.vlabel = np.zeros(cap, np.int32)
+        self.vext = np.zeros(cap, np.int64)
+        self.valive = np.zeros(cap, np.uint8)
+        self.vdeg = np.zeros(cap, np.int32)
+        self.seg_off = np.zeros(cap, np.int64)
+        self.seg_len = np.zeros(cap, np.int32)
+        self.seg_cap = np.zeros(cap, np.int32)
+        self.seg_batch = np.full(cap, -1, np.int64)
+
+    def _alloc_pool(self, cap: int) -> None:
+        self.key = np.zeros(cap, np.int64)
+        self.elab = np.zeros(cap, np.int32)
+        self.ct = np.zeros(cap, np.int64)
+        self.dt = np.zeros(cap, np.int64)
+
+    def _grow(self, names: tuple[str, ...], cap: int) -> None:
+        for name in names:
+            old = getattr(self, name)
+            new = np.zeros(cap, old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def reserve_vertices(self, extra: int) -> None:
+        need = int(self.meta[K.NV]) + extra
+        if need > len(self.vlabel):
+            self._grow(("vlabel", "vext", "valive", "vdeg", "seg_off", "seg_len", "seg_cap",
+                        "seg_batch"), max(need, 2 * len(self.vlabel)))
+        self.ids.count = int(self.meta[K.IDCOUNT])
+        self.ids.reserve(extra)
+
+    def _make_room(self) -> None:
+        """Pool full: reclaim garbage, and double the pool if that frees under half."""
+        self.compact()
+        if self.meta[K.POOL_USED] * 2 > len(self.key):
+            self._grow(("key", "elab", "ct", "dt"), 2 * len(self.key))
+
+    def compact(self) -> None:
+        K.compact(self.meta, self.num_vertices, self.seg_off, self.seg_len, self.seg_cap,
+                  self.key, self.elab, self.ct, self.dt)
+
+    # -- facts ----------------------------------------------------------------
+    @property
+    def num_vertices(self) -> int:
+        """Internal ids handed out (including retired ones)."""
+        return int(self.meta[K.NV])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.meta[K.NEDGES])
+
+    @property
+    def tick(self) -> int:
+        return int(self.meta[K.TICK])
+
+    @property
+    def pool_used(self) -> int:
+        return int(self.meta[K.POOL_USED])
+
+    @property
+    def garbage(self) -> int:
+        return int(self.meta[K.GARBAGE])
+
+    def max_degree_bound(self) -> int:
+        """Longest version (alive + not yet reclaimed entries): sizes the search buffers."""
+        n = self.num_vertices
+        return int(self.seg_len[:n].max()) if n else 0
+
+    def set_watermark(self, tick: int) -> None:
+        """Every update with tick <= ``tick`` has finished matching."""
+        self.meta[K.WATERMARK] = tick
+
+    # -- updates --------------------------------------------------------------
+    def apply(self, batch: UpdateBatch) -> OpTable:
+        n = len(batch)
+        self.reserve_vertices(2 * n + 2)
+        self.meta[K.BATCH] += 1
+        cap = n + 16
+        out = _OutBuffers(cap)
+        i, n_out = 0, 0
+        while True:
+            i, n_out, code = K.apply_batch(
+                i, n_out, batch.op, batch.src, batch.dst, batch.label,
+                self.ids.keys, self.ids.vals, self.ids.used, self.meta,
+                self.vlabel, self.vext, self.valive, self.vdeg,
+                self.seg_off, self.seg_len, self.seg_cap, self.seg_batch,
+                self.key, self.elab, self.ct, self.dt, *out.arrays())
+            if code == K.DONE:
+                break
+            if code == K.NEED_POOL:
+                self._make_room()
+            else:
+                out.grow(n_out + int(self.vdeg.max()) + 16)
+        self.ids.count = int(self.meta[K.IDCOUNT])
+        return out.table(n_out)
+
+    def load(self, vertex_ids: npt.NDArray[np.int64], vertex_labels: npt.NDArray[np.int32],
+             src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
+             label: npt.NDArray[np.int32]) -> LoadStats:
+        """Bulk-build an empty graph as CSR; its edges have lifetime (0, inf].
+
+        Vertices get internal ids in order of first appearance (declared ones first);
+        self-loops are rejected and repeated edges ignored, as in :meth:`apply`.
+        """
+        if self.num_vertices or self.tick:
+            raise RuntimeError("bulk load needs an empty graph")
+        src = np.asarray(src, np.int64)
+        dst = np.asarray(dst, np.int64)
+        label = np.asarray(label, np.int32)
+        ends = np.empty(2 * len(src), np.int64)
+        ends[0::2], ends[1::2] = src, dst
+        allids = np.concatenate([np.asarray(vertex_ids, np.int64), ends])
+        uniq, first = np.unique(allids, return_index=True)
+        order = np.argsort(first, kind="stable")
+        ext = uniq[order]                      # internal id -> external id
+        rank = np.empty(len(uniq), np.int64)
+        rank[order] = np.arange(len(uniq))
+        nv = len(ext)
+        self.reserve_vertices(nv + 1)
+        labels = np.zeros(nv, np.int32)
+        if len(vertex_ids):
+            labels[rank[np.searchsorted(uniq, vertex_ids)]] = vertex_labels
+        self.vlabel[:nv], self.vext[:nv], self.valive[:nv] = labels, ext, 1
+        _intern_bulk(self.ids.keys, self.ids.vals, self.ids.used, ext)
+        self.meta[K.NV] = nv
+        self.meta[K.IDCOUNT] = nv
+        self.ids.count = nv
+        a = rank[np.searchsorted(uniq, src)]
+        b = rank[np.searchsorted(uniq, dst)]
+        loops = a == b
+        lo, hi = np.minimum(a, b)[~loops], np.maximum(a, b)[~loops]
+        el = label[~loops]
+        _, keep = np.unique((lo << 32) | hi, return_index=True)
+        keep.sort()
+        lo, hi, el = lo[keep], hi[keep], el[keep]
+        owner = np.concatenate([lo, hi])
+        nbr = np.concatenate([hi, lo])
+        key = (self.vlabel[nbr].astype(np.int64) << 32) | nbr
+        perm = np.lexsort((key, owner))
+        m = len(perm)
+        if m > len(self.key):
+            self._alloc_pool(max(2 * m, 4096))
+        self.key[:m] = key[perm]
+        self.elab[:m] = np.concatenate([el, el])[perm]
+        self.ct[:m] = 0
+        self.dt[:m] = INF_TICK
+        deg = np.bincount(owner, minlength=nv).astype(np.int32)
+        self.vdeg[:nv] = deg
+        self.seg_len[:nv] = deg
+        self.seg_cap[:nv] = deg
+        self.seg_off[:nv] = np.concatenate(([0], np.cumsum(deg, dtype=np.int64)[:-1]))
+        self.meta[K.POOL_USED] = m
+        self.meta[K.NEDGES] = len(lo)
+        return LoadStats(vertices=nv, edges=len(lo), self_loops=int(loops.sum()),
+                         duplicates=int((~loops).sum()) - len(lo))
+
+    # -- reads for checks and initial matching ------------------------------------
+    def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
+                                   npt.NDArray[np.int32]]:
+        """Directed (a, b, label) for every alive edge, both orientations."""
+        n = self.num_vertices
+        lens = self.seg_len[:n].astype(np.int64)
+        starts = self.seg_off[:n]
+        owner = np.repeat(np.arange(n, dtype=np.int32), lens)
+        idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + \
+            np.arange(int(lens.sum()), dtype=np.int64)
+        alive = self.dt[idx] == INF_TICK
+        idx = idx[alive]
+        return owner[alive], (self.key[idx] & 0xFFFFFFFF).astype(np.int32), self.elab[idx]
+
+
+class _OutBuffers:
+    _spec = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
+             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
+             ("status", np.int8), ("reason", np.int8))
+
+    def __init__(self, cap: int) -> None:
+        self.cols = [np.zeros(cap, dt) for _, dt in self._spec]
+
+    def arrays(self) -> list[npt.NDArray[np.generic]]:
+        return self.cols
+
+    def grow(self, cap: int) -> None:
+        cap = max(cap, 2 * len(self.cols[0]))
+        new = []
+        for c in self.cols:
+            d = np.zeros(cap, c.dtype)
+            d[: len(c)] = c
+            new.append(d)
+        self.cols = new
+
+    def table(self, n: int) -> OpTable:
+        return OpTable(**{name: c[:n].copy() for (name, _), c in zip(self._spec, self.cols,
+                                                                     strict=True)})

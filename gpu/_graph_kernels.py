@@ -1,0 +1,320 @@
+"""numba kernels of the host multi-version graph (see ``_graph.py`` for the layout).
+
+``apply_batch`` is the sequential graph updater: it resolves each raw update in arrival
+order (ignored / rejected / applied, vertex deletions expanded into edge deletions in
+ascending external neighbour id), gives every primitive update a tick, and writes the
+new lifetimes. It is resumable: when the pool or the output is full it returns the index
+to resume from, having changed nothing for that update.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ._idmap import slot_of
+from ._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
+
+# meta slots
+NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE = range(8)
+META_SIZE = 8
+# apply_batch return codes
+DONE, NEED_POOL, NEED_OUT = 0, 1, 2
+
+_INF = INF_TICK
+_WILD = WILDCARD
+_INS_E, _DEL_E = np.int8(UpdateOp.INSERT_EDGE), np.int8(UpdateOp.DELETE_EDGE)
+_INS_V, _DEL_V = np.int8(UpdateOp.INSERT_VERTEX), np.int8(UpdateOp.DELETE_VERTEX)
+_APPLIED, _IGNORED, _REJECTED = (np.int8(UpdateStatus.APPLIED), np.int8(UpdateStatus.IGNORED),
+                                 np.int8(UpdateStatus.REJECTED))
+_R_NONE, _R_LOOP = np.int8(RejectReason.NONE), np.int8(RejectReason.SELF_LOOP)
+_R_RELABEL, _R_WILD = np.int8(RejectReason.RELABEL_CONNECTED), np.int8(RejectReason.WILDCARD_LABEL)
+
+
+@nb.njit(cache=True, inline="always")
+def make_key(label, v):  # type: ignore[no-untyped-def]
+    """Sort key of a neighbour: (label, id), so each label is one contiguous range."""
+    return (np.int64(label) << np.int64(32)) | np.int64(v)
+
+
+@nb.njit(cache=True, inline="always")
+def lower_bound(a, lo, hi, x):  # type: ignore[no-untyped-def]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@nb.njit(cache=True)
+def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
+    i = lower_bound(key, off, off + n, k)
+    while i < off + n and key[i] == k:
+        if dt[i] == _INF:
+            return i
+        i += 1
+    return -1
+
+
+@nb.njit(cache=True)
+def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                seg_off, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
+    v = meta[NV]
+    meta[NV] = v + 1
+    vlabel[v] = label
+    vext[v] = x
+    valive[v] = 1
+    vdeg[v] = 0
+    seg_off[v] = 0
+    seg_len[v] = 0
+    seg_cap[v] = 0
+    seg_batch[v] = -1
+    s = slot_of(keys, used, x)
+    if used[s] == 0:
+        used[s] = 1
+        keys[s] = x
+        meta[IDCOUNT] += 1
+    vals[s] = v
+    return np.int32(v)
+
+
+@nb.njit(cache=True)
+def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
+    if seg_batch[v] != meta[BATCH]:
+        return max(8, 2 * np.int64(seg_len[v]) + 2)
+    if seg_len[v] == seg_cap[v]:
+        return 2 * np.int64(seg_cap[v]) + 2
+    return 0
+
+
+@nb.njit(cache=True)
+def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """New version of v's neighbour array (copy-on-write); drops entries no reader can see."""
+    src, n = seg_off[v], seg_len[v]
+    dst = meta[POOL_USED]
+    w = meta[WATERMARK]
+    m = 0
+    for i in range(src, src + n):
+        if dt[i] > w:
+            key[dst + m] = key[i]
+            elab[dst + m] = elab[i]
+            ct[dst + m] = ct[i]
+            dt[dst + m] = dt[i]
+            m += 1
+    meta[GARBAGE] += seg_cap[v]
+    meta[POOL_USED] = dst + cap
+    seg_off[v] = dst
+    seg_len[v] = m
+    seg_cap[v] = cap
+    seg_batch[v] = meta[BATCH]
+
+
+@nb.njit(cache=True)
+def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
+                  key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    need = _need(v, meta, seg_len, seg_cap, seg_batch)
+    if need > 0:
+        _relocate(v, need, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt)
+    off, n = seg_off[v], seg_len[v]
+    # upper bound: equal keys keep creation order
+    lo, hi = off, off + n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if key[mid] <= k:
+            lo = mid + 1
+        else:
+            hi = mid
+    for i in range(off + n, lo, -1):
+        key[i] = key[i - 1]
+        elab[i] = elab[i - 1]
+        ct[i] = ct[i - 1]
+        dt[i] = dt[i - 1]
+    key[lo] = k
+    elab[lo] = el
+    ct[lo] = tick
+    dt[lo] = _INF
+    seg_len[v] = n + 1
+
+
+@nb.njit(cache=True)
+def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
+                vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
+                key, elab, ct, dt,
+                o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason):  # type: ignore[no-untyped-def]
+    pool_cap = len(key)
+    out_cap = len(o_raw)
+    nbrs = np.empty(0, np.int32)
+    for i in range(i0, len(ops)):
+        op = ops[i]
+        x, y, lb = src[i], dst[i], lab[i]
+        if n_out >= out_cap:
+            return i, n_out, NEED_OUT
+        j = n_out
+        o_raw[j] = i
+        o_op[j] = op
+        o_a[j] = -1
+        o_b[j] = -1
+        o_src[j] = x
+        o_dst[j] = y
+        o_el[j] = lb
+        o_tick[j] = 0
+        o_status[j] = _APPLIED
+        o_reason[j] = _R_NONE
+        if op == _INS_E or op == _DEL_E:
+            if x == y:
+                o_status[j] = _REJECTED
+                o_reason[j] = _R_LOOP
+                n_out += 1
+                continue
+            if op == _INS_E and lb == _WILD:
+                o_status[j] = _REJECTED
+                o_reason[j] = _R_WILD
+                n_out += 1
+                continue
+            sx = slot_of(keys, used, x)
+            sy = slot_of(keys, used, y)
+            a = vals[sx] if used[sx] != 0 else np.int32(-1)
+            b = vals[sy] if used[sy] != 0 else np.int32(-1)
+            if op == _DEL_E:
+                e = -1
+                if a >= 0 and b >= 0:
+                    e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
+                if e < 0:
+                    o_status[j] = _IGNORED
+                    n_out += 1
+                    continue
+                f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
+                t = meta[TICK] + 1
+                meta[TICK] = t
+                dt[e] = t
+                dt[f] = t
+                vdeg[a] -= 1
+                vdeg[b] -= 1
+                meta[NEDGES] -= 1
+                o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, elab[e], t
+                n_out += 1
+                continue
+            if a < 0:
+                a = _new_vertex(x, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                                seg_off, seg_len, seg_cap, seg_batch)
+            if b < 0:
+                b = _new_vertex(y, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                                seg_off, seg_len, seg_cap, seg_batch)
+            kb = make_key(vlabel[b], b)
+            if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0:
+                o_status[j] = _IGNORED
+                n_out += 1
+                continue
+            need = (_need(a, meta, seg_len, seg_cap, seg_batch)
+                    + _need(b, meta, seg_len, seg_cap, seg_batch))
+            if meta[POOL_USED] + need > pool_cap:
+                return i, n_out, NEED_POOL
+            t = meta[TICK] + 1
+            meta[TICK] = t
+            _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
+                          key, elab, ct, dt)
+            _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len, seg_cap,
+                          seg_batch, key, elab, ct, dt)
+            vdeg[a] += 1
+            vdeg[b] += 1
+            meta[NEDGES] += 1
+            o_a[j], o_b[j], o_tick[j] = a, b, t
+            n_out += 1
+            continue
+        # vertex operations
+        sx = slot_of(keys, used, x)
+        a = vals[sx] if used[sx] != 0 else np.int32(-1)
+        o_dst[j] = -1
+        if op == _INS_V:
+            if lb == _WILD:
+                o_status[j] = _REJECTED
+                o_reason[j] = _R_WILD
+            elif a >= 0 and vlabel[a] == lb:
+                o_status[j] = _IGNORED
+                o_a[j] = a
+            elif a >= 0 and vdeg[a] > 0:
+                o_status[j] = _REJECTED
+                o_reason[j] = _R_RELABEL
+                o_a[j] = a
+            else:
+                if a >= 0:
+                    valive[a] = 0
+                a = _new_vertex(x, lb, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                                seg_off, seg_len, seg_cap, seg_batch)
+                t = meta[TICK] + 1
+                meta[TICK] = t
+                o_a[j], o_tick[j] = a, t
+            n_out += 1
+            continue
+        # DELETE_VERTEX: its edges first, ascending external neighbour id, one tick each
+        if a < 0:
+            o_status[j] = _IGNORED
+            n_out += 1
+            continue
+        d = vdeg[a]
+        if n_out + d + 1 > out_cap:
+            return i, n_out, NEED_OUT
+        if len(nbrs) < d:
+            nbrs = np.empty(2 * d, np.int32)
+        off, n = seg_off[a], seg_len[a]
+        m = 0
+        for e in range(off, off + n):
+            if dt[e] == _INF:
+                nbrs[m] = np.int32(key[e] & np.int64(0xFFFFFFFF))
+                m += 1
+        order = np.argsort(vext[nbrs[:m]], kind="mergesort")
+        for r in range(m):
+            w = nbrs[order[r]]
+            e = find_alive(key, dt, off, n, make_key(vlabel[w], w))
+            f = find_alive(key, dt, seg_off[w], seg_len[w], make_key(vlabel[a], a))
+            t = meta[TICK] + 1
+            meta[TICK] = t
+            dt[e] = t
+            dt[f] = t
+            vdeg[w] -= 1
+            meta[NEDGES] -= 1
+            q = n_out
+            o_raw[q], o_op[q], o_a[q], o_b[q] = i, _DEL_E, a, w
+            o_src[q], o_dst[q], o_el[q], o_tick[q] = x, vext[w], elab[e], t
+            o_status[q], o_reason[q] = _APPLIED, _R_NONE
+            n_out += 1
+        vdeg[a] = 0
+        j = n_out
+        o_raw[j], o_op[j], o_a[j], o_b[j] = i, _DEL_V, a, -1
+        o_src[j], o_dst[j], o_el[j] = x, -1, lb
+        t = meta[TICK] + 1
+        meta[TICK] = t
+        o_tick[j], o_status[j], o_reason[j] = t, _APPLIED, _R_NONE
+        valive[a] = 0
+        vals[sx] = -1
+        n_out += 1
+    return len(ops), n_out, DONE
+
+
+@nb.njit(cache=True)
+def compact(meta, nv, seg_off, seg_len, seg_cap, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """Drop entries no reader can see and pack the current versions to the pool's front.
+
+    Only valid while no matching is in flight (old versions are overwritten).
+    """
+    order = np.argsort(seg_off[:nv], kind="mergesort")
+    w = meta[WATERMARK]
+    p = 0
+    for r in range(nv):
+        v = order[r]
+        off, n = seg_off[v], seg_len[v]
+        start = p
+        for i in range(off, off + n):
+            if dt[i] > w:
+                key[p] = key[i]
+                elab[p] = elab[i]
+                ct[p] = ct[i]
+                dt[p] = dt[i]
+                p += 1
+        seg_off[v] = start
+        seg_len[v] = p - start
+        seg_cap[v] = p - start
+    meta[POOL_USED] = p
+    meta[GARBAGE] = 0

@@ -1,0 +1,171 @@
+"""Matching plans: one nested loop per directed query edge (GCSM formula (1), Fig. 15).
+
+For an update on data edge ``(a, b)`` the plan for directed query edge ``(ux, uy)``
+binds ``f(ux)=a, f(uy)=b`` and extends level by level. Level ``L`` lists its
+*backward* neighbours (query vertices bound earlier) whose neighbour lists are
+intersected; when an earlier level's backward set is a subset of ours with the same
+edge labels, its intersection result is reused (T-DFS result reuse, STMatch code
+motion) and only the remaining lists are intersected. Symmetry-breaking conditions
+become per-level bitmasks of earlier levels the candidate must be greater / less than.
+
+All plans of all queries are packed into flat int32 arrays (:class:`PlanSet`) that the
+numba and CUDA kernels read directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ._query import Query
+from ._symmetry import analyse_symmetry
+from ._types import MAX_QUERY_VERTICES, WILDCARD, CountMode
+
+__all__ = ["LevelPlan", "Plan", "PlanSet", "plan_query"]
+
+#: field index in the packed table ``PlanSet.table[plan, field, level]`` read by kernels
+F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_MISC = range(9)
+N_FIELDS = 9  # F_MISC row: [0] = query size, [1] = root edge label
+
+_W = int(WILDCARD)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelPlan:
+    vertex: int
+    label: int
+    degree: int
+    #: earlier levels whose neighbour lists are intersected here, with the edge label
+    intersect: tuple[tuple[int, int], ...]
+    #: earlier level whose intersection result is reused, or -1
+    reuse: int
+    greater_than: tuple[int, ...]
+    less_than: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    root_label: int
+    levels: tuple[LevelPlan, ...]
+
+
+def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int) -> list[int]:
+    order = [ux, uy]
+    while len(order) < q.n:
+        placed = set(order)
+
+        def score(v: int) -> tuple[int, int, int, int]:
+            back = sum(1 for w in adj[v] if w in placed)
+            labeled = 0 if q.vertex_labels[v] is None else 1
+            return (back, labeled, len(adj[v]), -v)
+
+        order.append(max((v for v in range(q.n) if v not in placed), key=score))
+    return order
+
+
+def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
+               conditions: Sequence[tuple[int, int]]) -> Plan:
+    order = _order(q, adj, ux, uy)
+    level_of = {v: i for i, v in enumerate(order)}
+    back: list[dict[int, int]] = []
+    levels: list[LevelPlan] = []
+    for L, v in enumerate(order):
+        b = {level_of[w]: _W if lab is None else lab for w, lab in adj[v].items()
+             if level_of[w] < L}
+        back.append(b)
+        reuse = -1
+        if L >= 2:
+            best = 0
+            for i in range(2, L):
+                bi = back[i]
+                same_label = levels[i].label in (_W, levels_label(q, v))
+                if (same_label and bi and len(bi) > best
+                        and all(w in b and b[w] == lab for w, lab in bi.items())):
+                    best, reuse = len(bi), i
+        remaining = b if reuse < 0 else {w: lab for w, lab in b.items() if w not in back[reuse]}
+        gt = tuple(sorted(level_of[x] for x, y in conditions if y == v and level_of[x] < L))
+        lt = tuple(sorted(level_of[y] for x, y in conditions if x == v and level_of[y] < L))
+        levels.append(LevelPlan(
+            vertex=v, label=levels_label(q, v), degree=len(adj[v]),
+            intersect=tuple(sorted(remaining.items())) if L >= 2 else (),
+            reuse=reuse, greater_than=gt, less_than=lt))
+    root = adj[ux][uy]
+    return Plan(root_label=_W if root is None else root, levels=tuple(levels))
+
+
+def levels_label(q: Query, v: int) -> int:
+    lab = q.vertex_labels[v]
+    return _W if lab is None else lab
+
+
+def plan_query(q: Query, mode: CountMode) -> tuple[list[Plan], int]:
+    """Plans for every directed query edge (first one is (u0, u1) of edge 0), and |Aut(Q)|."""
+    sym = analyse_symmetry(q)
+    conditions = sym.conditions if mode is CountMode.SUBGRAPHS else ()
+    adj = q.adjacency()
+    plans = []
+    for a, b, _ in q.edges:
+        plans.append(_plan_edge(q, adj, a, b, conditions))
+        plans.append(_plan_edge(q, adj, b, a, conditions))
+    return plans, sym.automorphisms
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSet:
+    """Flat arrays of every plan of every registered query (kernel input)."""
+
+    n: npt.NDArray[np.int32]          # [P] query size
+    root_label: npt.NDArray[np.int32]  # [P] edge label of the root query edge
+    vertex: npt.NDArray[np.int32]      # [P, 12] query vertex per level
+    label: npt.NDArray[np.int32]       # [P, 12]
+    degree: npt.NDArray[np.int32]      # [P, 12]
+    reuse: npt.NDArray[np.int32]       # [P, 12]
+    nb_off: npt.NDArray[np.int32]      # [P, 12] into nb_level / nb_label
+    nb_cnt: npt.NDArray[np.int32]      # [P, 12]
+    gt_mask: npt.NDArray[np.int32]     # [P, 12] bit l: candidate > f(level l)
+    lt_mask: npt.NDArray[np.int32]     # [P, 12] bit l: candidate < f(level l)
+    nb_level: npt.NDArray[np.int32]
+    nb_label: npt.NDArray[np.int32]
+    query_lo: npt.NDArray[np.int32]    # [Qn] first plan of query i
+    query_hi: npt.NDArray[np.int32]    # [Qn]
+    table: npt.NDArray[np.int32]       # [P, N_FIELDS, 12] the per-plan arrays in one block
+
+    @classmethod
+    def pack(cls, per_query: Sequence[Sequence[Plan]]) -> PlanSet:
+        plans = [p for ps in per_query for p in ps]
+        P, M = len(plans), MAX_QUERY_VERTICES
+        z = lambda: np.zeros((P, M), np.int32)  # noqa: E731
+        n, rl = np.zeros(P, np.int32), np.zeros(P, np.int32)
+        vertex, label, degree, reuse = z(), z(), z(), z()
+        nb_off, nb_cnt, gt, lt = z(), z(), z(), z()
+        nb_level: list[int] = []
+        nb_label: list[int] = []
+        for p, plan in enumerate(plans):
+            n[p] = len(plan.levels)
+            rl[p] = plan.root_label
+            for L, lv in enumerate(plan.levels):
+                vertex[p, L], label[p, L], degree[p, L] = lv.vertex, lv.label, lv.degree
+                reuse[p, L] = lv.reuse
+                nb_off[p, L], nb_cnt[p, L] = len(nb_level), len(lv.intersect)
+                for lvl, lab in lv.intersect:
+                    nb_level.append(lvl)
+                    nb_label.append(lab)
+                gt[p, L] = sum(1 << i for i in lv.greater_than)
+                lt[p, L] = sum(1 << i for i in lv.less_than)
+        table = np.zeros((P, N_FIELDS, M), np.int32)
+        for fld, arr in ((F_VERTEX, vertex), (F_LABEL, label), (F_DEGREE, degree),
+                         (F_REUSE, reuse), (F_NBOFF, nb_off), (F_NBCNT, nb_cnt), (F_GT, gt),
+                         (F_LT, lt)):
+            table[:, fld, :] = arr
+        table[:, F_MISC, 0] = n
+        table[:, F_MISC, 1] = rl
+        counts = [len(ps) for ps in per_query]
+        hi = np.cumsum(counts, dtype=np.int64).astype(np.int32)
+        return cls(n=n, root_label=rl, vertex=vertex, label=label, degree=degree, reuse=reuse,
+                   nb_off=nb_off, nb_cnt=nb_cnt, gt_mask=gt, lt_mask=lt,
+                   nb_level=np.array(nb_level + [0], np.int32),
+                   nb_label=np.array(nb_label + [0], np.int32),
+                   query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi, table=table)

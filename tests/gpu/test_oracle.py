@@ -1,0 +1,120 @@
+"""Every executor against networkx, update by update, in both counting modes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _cases import Case, random_case
+from _oracle import OracleGraph, automorphisms, embeddings, project
+
+from gpu import CountMode, Engine, QuerySpec, UpdateOp, UpdateStatus
+
+MODES = (CountMode.EMBEDDINGS, CountMode.SUBGRAPHS)
+BACKENDS = [pytest.param("cpu", id="cpu")]
+STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
+          UpdateStatus.REJECTED: "rejected"}
+
+
+def _engine(case: Case, backend: str) -> tuple[Engine, list[tuple[int, CountMode]]]:
+    eng = Engine(backend)
+    vid = [v for v, _ in case.vertices]
+    eng.load_graph(vid, [lab for _, lab in case.vertices], [a for a, _, _ in case.edges],
+                   [b for _, b, _ in case.edges], [lab for _, _, lab in case.edges])
+    regs = []
+    for q in case.queries:
+        for mode in MODES:
+            reg, _ = eng.register(QuerySpec(q, mode, list_matches=True,
+                                            max_matches_per_update=10**6))
+            regs.append((reg.id, mode))
+    return eng, regs
+
+
+def _oracle_graph(case: Case) -> OracleGraph:
+    og = OracleGraph()
+    for v, lab in case.vertices:
+        og.g.add_node(v, label=lab)
+    for a, b, lab in case.edges:
+        if a != b and not og.g.has_edge(a, b):
+            og.g.add_edge(a, b, label=lab)
+    return og
+
+
+def _run_engine(case: Case, backend: str, batch_size: int):
+    eng, regs = _engine(case, backend)
+    got: dict[int, list] = {q: [] for q, _ in regs}
+    statuses: list[str] = []
+    for lo in range(0, len(case.updates), batch_size):
+        batch = case.batch(lo, lo + batch_size)
+        res = eng.apply(batch)
+        raw_ops = batch.op[res.ops.raw]
+        last = np.r_[res.ops.raw[1:] != res.ops.raw[:-1], True]
+        statuses += [STATUS[UpdateStatus(s)] for s in res.ops.status[last]]
+        is_edge = (res.ops.op <= UpdateOp.DELETE_EDGE) & (res.ops.status == UpdateStatus.APPLIED)
+        for j, q in enumerate(res.query_ids):
+            lst = res.listings[q]
+            where = {int(o): r for r, o in enumerate(lst.op_index)}
+            for i in np.flatnonzero(is_edge):
+                c = int(res.counts[i, j])
+                rows = lst.rows_of(where[i]) if i in where else np.zeros((0, 1), np.int64)
+                tuples = [tuple(map(int, r)) for r in rows]
+                assert len(tuples) == abs(c)
+                assert len(set(tuples)) == len(tuples), "a match was listed twice"
+                sign = 1 if res.ops.op[i] == UpdateOp.INSERT_EDGE else -1
+                assert c == 0 or np.sign(c) == sign
+                got[q].append((int(res.seq[i]), int(raw_ops[i]), int(res.ops.src[i]),
+                               int(res.ops.dst[i]), sign, set(tuples)))
+    return got, statuses, regs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", range(150))
+def test_matches_oracle_update_by_update(seed: int, backend: str) -> None:
+    case = random_case(seed)
+    expected = {}
+    for qi, q in enumerate(case.queries):
+        expected[qi] = _oracle_graph(case).run(case.updates, q)
+    auts = [automorphisms(q) for q in case.queries]
+    for batch_size in (1, 7, 64):
+        got, statuses, regs = _run_engine(case, backend, batch_size)
+        assert statuses == expected[0].statuses
+        for k, (qid, mode) in enumerate(regs):
+            qi = k // 2
+            exp = expected[qi]
+            assert len(got[qid]) == len(exp.records)
+            for g, e in zip(got[qid], exp.records, strict=True):
+                seq, op, x, y, sign, tuples = g
+                assert (seq, op, sign) == (e[0], e[1], e[4])
+                assert {x, y} == {e[2], e[3]}
+                want = project(e[5], mode, auts[qi])
+                if mode is CountMode.SUBGRAPHS:
+                    # one representative per orbit, each a real embedding using the edge
+                    assert tuples <= e[5]
+                    assert {project({t}, mode, auts[qi]).pop() for t in tuples} == want
+                    assert len(tuples) == len(want)
+                else:
+                    assert tuples == want, (seed, batch_size, qid, seq)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_initial_matches_and_automorphism_identity(seed: int) -> None:
+    case = random_case(seed + 10_000)
+    og = _oracle_graph(case)
+    eng = Engine("cpu")
+    eng.load_graph([v for v, _ in case.vertices], [lab for _, lab in case.vertices],
+                   [a for a, _, _ in case.edges], [b for _, b, _ in case.edges],
+                   [lab for _, _, lab in case.edges])
+    for q in case.queries:
+        emb = embeddings(og.g, q)
+        auts = automorphisms(q)
+        r_e, init_e = eng.register(QuerySpec(q, CountMode.EMBEDDINGS, list_matches=True,
+                                             max_matches_per_update=10**6), initial=True)
+        r_s, init_s = eng.register(QuerySpec(q, CountMode.SUBGRAPHS, list_matches=True,
+                                             max_matches_per_update=10**6), initial=True)
+        assert r_e.automorphisms == len(auts)
+        assert {tuple(map(int, t)) for t in init_e.listings[r_e.id].tuples} == emb
+        n_e, n_s = int(init_e.counts[0, 0]), int(init_s.counts[0, 0])
+        assert n_e == len(emb)
+        assert n_e == r_s.automorphisms * n_s
+        assert {project({tuple(map(int, t))}, CountMode.SUBGRAPHS, auts).pop()
+                for t in init_s.listings[r_s.id].tuples} == project(emb, CountMode.SUBGRAPHS,
+                                                                    auts)
