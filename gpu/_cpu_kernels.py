@@ -17,8 +17,8 @@ import numba as nb
 import numpy as np
 
 from ._graph_kernels import lower_bound, make_key
-from ._planner import (F_DEGREE, F_GT, F_LABEL, F_LT, F_MISC, F_NBCNT, F_NBOFF, F_REUSE,
-                       F_VERTEX)
+from ._planner import (F_DEGREE, F_DEP, F_GT, F_LABEL, F_LT, F_MISC, F_NBCNT, F_NBOFF,
+                       F_NLFCNT, F_NLFOFF, F_REUSE, F_VERTEX)
 from ._types import MAX_QUERY_VERTICES, WILDCARD
 
 M = MAX_QUERY_VERTICES
@@ -159,6 +159,23 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, 
     ilo[L], ihi[L] = lo, hi
 
 
+@nb.njit(cache=True)
+def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: ignore[no-untyped-def]
+    """Degree and neighbour-label counts of x can cover query level L's needs.
+
+    Version lengths include not-yet-reclaimed entries, so they are upper bounds: the
+    filter may keep a vertex that fails later, never drop one that matches.
+    """
+    if seg_len[x] < pl[p, F_DEGREE, L]:
+        return False
+    off = pl[p, F_NLFOFF, L]
+    for j in range(pl[p, F_NLFCNT, L]):
+        lo, hi = _label_range(key, seg_off[x], seg_len[x], side_a[off + j])
+        if hi - lo < side_b[off + j]:
+            return False
+    return True
+
+
 @nb.njit(cache=True, inline="always")
 def _valid(x, L, p, f, pl, seg_len, check_degree):  # type: ignore[no-untyped-def]
     for j in range(L):
@@ -172,22 +189,57 @@ def _valid(x, L, p, f, pl, seg_len, check_degree):  # type: ignore[no-untyped-de
                 return False
             if (lm >> j) & 1 and x >= f[j]:
                 return False
-    return not (check_degree and seg_len[x] < pl[p, F_DEGREE, L])
+    return True
+
+
+@nb.njit(cache=True)
+def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignore[no-untyped-def]
+    """Candidates of level L that differ from f[0:upto] and meet L's symmetry masks."""
+    buf = raw[rrow[L]]
+    lo, hi = ilo[L], ihi[L]
+    lab = pl[p, F_LABEL, L]
+    if lab != _WILD:
+        # one label range with the masks already applied as key bounds
+        c = hi - lo
+        for j in range(upto):
+            if vlabel[f[j]] == lab:
+                kk = make_key(lab, f[j])
+                q = lower_bound(buf, lo, hi, kk)
+                if q < hi and buf[q] == kk:
+                    c -= 1
+        return c
+    c = 0
+    gm = pl[p, F_GT, L]
+    lm = pl[p, F_LT, L]
+    for i in range(lo, hi):
+        x = np.int32(buf[i] & _LOW32)
+        ok = True
+        for j in range(upto):
+            if f[j] == x or ((gm >> j) & 1 and x <= f[j]) or ((lm >> j) & 1 and x >= f[j]):
+                ok = False
+                break
+        if ok:
+            c += 1
+    return c
 
 
 @nb.njit(cache=True)
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
-             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, out, out_row, cap):  # type: ignore[no-untyped-def]
+             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, out, out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
 
     With ``cap`` < 0 only counts; otherwise writes up to ``cap`` tuples (query-vertex
     order) into ``out`` from row ``out_row`` and returns how many it wrote.
+    ``stamp`` holds a clock (row 0), when each f[L] was set (row 1) and when each level's
+    candidates were computed (row 2): a level is recomputed only if the level it depends
+    on moved since.
     """
     n = pl[p, F_MISC, 0]
     if not ((pl[p, F_LABEL, 0] == _WILD or pl[p, F_LABEL, 0] == vlabel[a])
             and (pl[p, F_LABEL, 1] == _WILD or pl[p, F_LABEL, 1] == vlabel[b])
             and (pl[p, F_MISC, 1] == _WILD or pl[p, F_MISC, 1] == el)
-            and seg_len[a] >= pl[p, F_DEGREE, 0] and seg_len[b] >= pl[p, F_DEGREE, 1]):
+            and _label_filter(a, 0, p, pl, nb_level, nb_label, seg_off, seg_len, key)
+            and _label_filter(b, 1, p, pl, nb_level, nb_label, seg_off, seg_len, key)):
         return 0
     if (pl[p, F_GT, 1] & 1 and b <= a) or (pl[p, F_LT, 1] & 1 and b >= a):
         return 0
@@ -200,59 +252,90 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             out[out_row, pl[p, F_VERTEX, 1]] = b
             return 1
         return 0 if listing else 1
+    clock = stamp[0, 0] + 1
+    stamp[1, 0] = clock
+    stamp[1, 1] = clock
+    for L in range(2, n):
+        stamp[2, L] = 0
     total = 0
     last = n - 1
+    # two independent tail levels: count |valid(last-1)| x |valid(last)| minus overlaps
+    pair_tail = (not listing) and last >= 3 and pl[p, F_DEP, last] < last - 1
     L = 2
-    _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
-             raw, rrow, rlo, rhi, ilo, ihi, ranges)
-    pos[L] = ilo[L]
     while L >= 2:
+        if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
+            clock += 1
+            stamp[2, L] = clock
+            _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab,
+                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+            pos[L] = ilo[L]
         buf = raw[rrow[L]]
         if L == last:
-            lo, hi = ilo[L], ihi[L]
             if listing:
-                for i in range(lo, hi):
+                for i in range(ilo[L], ihi[L]):
                     x = np.int32(buf[i] & _LOW32)
                     if _valid(x, L, p, f, pl, seg_len, False):
                         if total >= cap:
+                            stamp[0, 0] = clock
                             return total
                         r = out_row + total
                         for j in range(L):
                             out[r, pl[p, F_VERTEX, j]] = f[j]
                         out[r, pl[p, F_VERTEX, L]] = x
                         total += 1
-            elif pl[p, F_LABEL, L] != _WILD:
-                # one label range, bounds already applied: subtract bound vertices in it
-                c = hi - lo
-                lab = pl[p, F_LABEL, L]
-                for j in range(L):
-                    if vlabel[f[j]] == lab:
-                        kk = make_key(lab, f[j])
-                        q = lower_bound(buf, lo, hi, kk)
-                        if q < hi and buf[q] == kk:
-                            c -= 1
-                total += c
             else:
-                for i in range(lo, hi):
-                    if _valid(np.int32(buf[i] & _LOW32), L, p, f, pl, seg_len, False):
-                        total += 1
+                total += _count_level(L, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
+            L -= 1
+            continue
+        if pair_tail and L == last - 1:
+            if stamp[2, last] <= stamp[1, pl[p, F_DEP, last]]:
+                clock += 1
+                stamp[2, last] = clock
+                _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key,
+                         elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+            base = _count_level(last, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
+            if base > 0:
+                tb = raw[rrow[last]]
+                tlo, thi = ilo[last], ihi[last]
+                tlab = pl[p, F_LABEL, last]
+                gm = pl[p, F_GT, last]
+                lm = pl[p, F_LT, last]
+                q = tlo
+                for i in range(ilo[L], ihi[L]):
+                    kx = buf[i]
+                    x = np.int32(kx & _LOW32)
+                    if not _valid(x, L, p, f, pl, seg_len, True) or (
+                            seg_len[x] < pl[p, F_DEGREE, L]):
+                        continue
+                    inside = 0
+                    q = lower_bound(tb, q, thi, kx)
+                    if q < thi and tb[q] == kx:
+                        inside = 1
+                        if tlab == _WILD:
+                            for j in range(L):
+                                if ((gm >> j) & 1 and x <= f[j]) or ((lm >> j) & 1 and x >= f[j]):
+                                    inside = 0
+                    total += base - inside
             L -= 1
             continue
         moved = False
         while pos[L] < ihi[L]:
             x = np.int32(buf[pos[L]] & _LOW32)
             pos[L] += 1
-            if _valid(x, L, p, f, pl, seg_len, True):
+            if _valid(x, L, p, f, pl, seg_len, True) and _label_filter(
+                    x, L, p, pl, nb_level, nb_label, seg_off, seg_len, key):
                 f[L] = x
+                clock += 1
+                stamp[1, L] = clock
                 moved = True
                 break
         if not moved:
             L -= 1
             continue
         L += 1
-        _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
-                 dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
-        pos[L] = ilo[L]
+        if stamp[2, L] > stamp[1, pl[p, F_DEP, L]]:
+            pos[L] = ilo[L]
+    stamp[0, 0] = clock
     return total
 
 
@@ -260,7 +343,8 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
 def _buffers(maxlen):  # type: ignore[no-untyped-def]
     return (np.empty((M, maxlen + 1), np.int64), np.zeros(M, np.int32), np.zeros(M, np.int64),
             np.zeros(M, np.int64), np.zeros(M, np.int64), np.zeros(M, np.int64),
-            np.zeros(M, np.int64), np.zeros(M, np.int64), np.zeros((M, 2), np.int64))
+            np.zeros(M, np.int64), np.zeros(M, np.int64), np.zeros((M, 2), np.int64),
+            np.zeros((3, M), np.int64))
 
 
 @nb.njit(parallel=True, cache=True)
@@ -271,14 +355,14 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
     counts = np.zeros(ntask, np.int64)
     dummy = np.empty((1, 1), np.int32)
     for t in nb.prange(nthreads):
-        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges = _buffers(maxlen)
+        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         for r in range(t, ntask, nthreads):
             i = order[r]
             c = 0
             for p in range(t_plo[i], t_phi[i]):
                 c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                               seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, dummy, 0, -1)
+                              rlo, rhi, ilo, ihi, ranges, stamp, dummy, 0, -1)
             counts[i] = c
     return counts
 
@@ -288,7 +372,7 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
     for t in nb.prange(nthreads):
-        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges = _buffers(maxlen)
+        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         for s in range(t, len(sel), nthreads):
             i = sel[s]
             got = 0
@@ -297,5 +381,5 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                     break
                 got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                                 seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                                rlo, rhi, ilo, ihi, ranges, out, rows_off[s] + got,
+                                rlo, rhi, ilo, ihi, ranges, stamp, out, rows_off[s] + got,
                                 caps[s] - got)

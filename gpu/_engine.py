@@ -80,13 +80,20 @@ class Engine:
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
-        plans, aut = plan_query(spec.query, spec.mode)
+        plans, aut = plan_query(spec.query, spec.mode, self._label_share())
         reg = RegisteredQuery(id=qid, spec=spec, automorphisms=aut, plan_count=len(plans))
         self._queries[qid] = reg
         self._plans[qid] = plans
         self._planset = None
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
+
+    def _label_share(self) -> dict[int, float]:
+        n = self.graph.num_vertices
+        alive = self.graph.valive[:n].astype(bool)
+        labels, counts = np.unique(self.graph.vlabel[:n][alive], return_counts=True)
+        total = max(int(counts.sum()), 1)
+        return {int(lab): c / total for lab, c in zip(labels, counts, strict=True)}
 
     def unregister(self, query_id: int) -> None:
         if query_id not in self._queries:

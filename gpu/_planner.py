@@ -14,7 +14,8 @@ numba and CUDA kernels read directly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +28,15 @@ from ._types import MAX_QUERY_VERTICES, WILDCARD, CountMode
 __all__ = ["LevelPlan", "Plan", "PlanSet", "plan_query"]
 
 #: field index in the packed table ``PlanSet.table[plan, field, level]`` read by kernels
-F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_MISC = range(9)
-N_FIELDS = 9  # F_MISC row: [0] = query size, [1] = root edge label
+(F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP, F_NLFOFF,
+ F_NLFCNT, F_MISC) = range(12)
+N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label
 
 _W = int(WILDCARD)
+
+
+def ORDER_KEY(back: int, share: float) -> tuple[float, ...]:  # noqa: N802
+    return (min(back, 2), -share, back)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,11 @@ class LevelPlan:
     reuse: int
     greater_than: tuple[int, ...]
     less_than: tuple[int, ...]
+    #: deepest earlier level this level's candidate set depends on (loop-invariant code
+    #: motion: the set is recomputed only when that level moves)
+    depends_on: int = 0
+    #: neighbour-label filter: (label, how many query neighbours carry it)
+    label_needs: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,23 +63,32 @@ class Plan:
     levels: tuple[LevelPlan, ...]
 
 
-def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int) -> list[int]:
+def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
+           freq: Mapping[int, float] | None) -> list[int]:
+    """Greedy order: most backward neighbours first, then the rarest label.
+
+    ``freq`` is each label's share of the data vertices; without it, labelled
+    vertices go before wildcards.
+    """
     order = [ux, uy]
     while len(order) < q.n:
         placed = set(order)
 
-        def score(v: int) -> tuple[int, int, int, int]:
+        def score(v: int) -> tuple[float, ...]:
             back = sum(1 for w in adj[v] if w in placed)
-            labeled = 0 if q.vertex_labels[v] is None else 1
-            return (back, labeled, len(adj[v]), -v)
+            lab = q.vertex_labels[v]
+            share = 1.0 if lab is None else (0.5 if freq is None else freq.get(lab, 0.0))
+            return (ORDER_KEY(back, share), len(adj[v]), -v)
 
-        order.append(max((v for v in range(q.n) if v not in placed), key=score))
+        frontier = [v for v in range(q.n) if v not in placed and any(w in placed for w in adj[v])]
+        order.append(max(frontier, key=score))
     return order
 
 
 def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
-               conditions: Sequence[tuple[int, int]]) -> Plan:
-    order = _order(q, adj, ux, uy)
+               conditions: Sequence[tuple[int, int]],
+               freq: Mapping[int, float] | None) -> Plan:
+    order = _order(q, adj, ux, uy, freq)
     level_of = {v: i for i, v in enumerate(order)}
     back: list[dict[int, int]] = []
     levels: list[LevelPlan] = []
@@ -88,10 +108,14 @@ def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
         remaining = b if reuse < 0 else {w: lab for w, lab in b.items() if w not in back[reuse]}
         gt = tuple(sorted(level_of[x] for x, y in conditions if y == v and level_of[x] < L))
         lt = tuple(sorted(level_of[y] for x, y in conditions if x == v and level_of[y] < L))
+        intersect = tuple(sorted(remaining.items())) if L >= 2 else ()
+        dep = max([lvl for lvl, _ in intersect] + list(gt) + list(lt)
+                  + ([levels[reuse].depends_on] if reuse >= 0 else []) + [0])
         levels.append(LevelPlan(
-            vertex=v, label=levels_label(q, v), degree=len(adj[v]),
-            intersect=tuple(sorted(remaining.items())) if L >= 2 else (),
-            reuse=reuse, greater_than=gt, less_than=lt))
+            vertex=v, label=levels_label(q, v), degree=len(adj[v]), intersect=intersect,
+            reuse=reuse, greater_than=gt, less_than=lt, depends_on=dep,
+            label_needs=tuple(sorted(Counter(q.vertex_labels[w] for w in adj[v]
+                                             if q.vertex_labels[w] is not None).items()))))
     root = adj[ux][uy]
     return Plan(root_label=_W if root is None else root, levels=tuple(levels))
 
@@ -101,15 +125,20 @@ def levels_label(q: Query, v: int) -> int:
     return _W if lab is None else lab
 
 
-def plan_query(q: Query, mode: CountMode) -> tuple[list[Plan], int]:
-    """Plans for every directed query edge (first one is (u0, u1) of edge 0), and |Aut(Q)|."""
+def plan_query(q: Query, mode: CountMode,
+               label_share: Mapping[int, float] | None = None) -> tuple[list[Plan], int]:
+    """Plans for every directed query edge (first one is (u0, u1) of edge 0), and |Aut(Q)|.
+
+    ``label_share`` (label -> fraction of data vertices) steers the order towards rare
+    labels; it changes speed only, never results.
+    """
     sym = analyse_symmetry(q)
     conditions = sym.conditions if mode is CountMode.SUBGRAPHS else ()
     adj = q.adjacency()
     plans = []
     for a, b, _ in q.edges:
-        plans.append(_plan_edge(q, adj, a, b, conditions))
-        plans.append(_plan_edge(q, adj, b, a, conditions))
+        plans.append(_plan_edge(q, adj, a, b, conditions, label_share))
+        plans.append(_plan_edge(q, adj, b, a, conditions, label_share))
     return plans, sym.automorphisms
 
 
@@ -140,7 +169,7 @@ class PlanSet:
         z = lambda: np.zeros((P, M), np.int32)  # noqa: E731
         n, rl = np.zeros(P, np.int32), np.zeros(P, np.int32)
         vertex, label, degree, reuse = z(), z(), z(), z()
-        nb_off, nb_cnt, gt, lt = z(), z(), z(), z()
+        nb_off, nb_cnt, gt, lt, dep, nlf_off, nlf_cnt = z(), z(), z(), z(), z(), z(), z()
         nb_level: list[int] = []
         nb_label: list[int] = []
         for p, plan in enumerate(plans):
@@ -155,10 +184,16 @@ class PlanSet:
                     nb_label.append(lab)
                 gt[p, L] = sum(1 << i for i in lv.greater_than)
                 lt[p, L] = sum(1 << i for i in lv.less_than)
+                dep[p, L] = lv.depends_on
+                # label needs share the side lists: nb_level = label, nb_label = count
+                nlf_off[p, L], nlf_cnt[p, L] = len(nb_level), len(lv.label_needs)
+                for lab, cnt in lv.label_needs:
+                    nb_level.append(lab)
+                    nb_label.append(cnt)
         table = np.zeros((P, N_FIELDS, M), np.int32)
         for fld, arr in ((F_VERTEX, vertex), (F_LABEL, label), (F_DEGREE, degree),
                          (F_REUSE, reuse), (F_NBOFF, nb_off), (F_NBCNT, nb_cnt), (F_GT, gt),
-                         (F_LT, lt)):
+                         (F_LT, lt), (F_DEP, dep), (F_NLFOFF, nlf_off), (F_NLFCNT, nlf_cnt)):
             table[:, fld, :] = arr
         table[:, F_MISC, 0] = n
         table[:, F_MISC, 1] = rl
