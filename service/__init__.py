@@ -1,0 +1,1 @@
+"""The csm command line (and, later, the streaming service)."""

@@ -1,0 +1,176 @@
+"""``csm``: run streams from files, generate data, run the demo.
+
+Thin by design: parse arguments, call library functions, print. Bad input exits 2 with
+a message naming the file and line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from gpu import CountMode, CsmError
+
+from .run import RunConfig, RunReport, run_files
+
+__all__ = ["main"]
+
+
+def _fail(message: str) -> None:
+    click.echo(f"csm: error: {message}", err=True)
+    sys.exit(2)
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except CsmError as exc:
+        _fail(str(exc))
+    except ValueError as exc:
+        _fail(str(exc))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Exact continuous subgraph matching."""
+
+
+def _summary(r: RunReport) -> str:
+    lines = [
+        f"backend: {r.backend}    counting: {r.mode}",
+        f"graph: {r.graph_vertices:,} vertices, {r.graph_edges:,} edges "
+        f"(loaded in {r.load_seconds:.2f} s)",
+    ]
+    for q in r.queries:
+        lines.append(f"query {q.id} ({q.source}): {q.vertices} vertices, {q.edges} edges, "
+                     f"|Aut|={q.automorphisms}: +{q.positive:,} / -{q.negative:,}")
+    lines += [
+        f"updates: {r.updates:,} ({r.applied:,} applied, {r.ignored:,} ignored, "
+        f"{r.rejected:,} rejected)",
+        f"matches: +{r.positive:,} / -{r.negative:,}",
+        f"time: {r.seconds:.3f} s ({r.updates_per_second:,.0f} updates/s)",
+    ]
+    if r.deltas_written:
+        lines.append(f"deltas written: {r.deltas_written:,}")
+    return "\n".join(lines)
+
+
+def _execute(graph: str, queries: tuple[str, ...], stream: str, fmt: str, cfg: RunConfig,
+             deltas: str | None, as_json: bool) -> None:
+    show_bar = sys.stderr.isatty()
+    bar_ctx: list = []  # type: ignore[type-arg]
+
+    def on_stream(n: int) -> None:
+        if show_bar and n > cfg.batch_size:
+            bar = click.progressbar(length=n, label="matching", file=sys.stderr)
+            bar.__enter__()
+            bar_ctx.append(bar)
+
+    def progress(k: int) -> None:
+        if bar_ctx:
+            bar_ctx[0].update(k)
+
+    with _errors():
+        out: TextIO | None = None
+        with contextlib.ExitStack() as stack:
+            if deltas:
+                out = stack.enter_context(open(deltas, "w", encoding="utf-8"))  # noqa: SIM115
+            report = run_files(graph, queries, stream, fmt, cfg, out, progress, on_stream)
+            if bar_ctx:
+                bar_ctx[0].__exit__(None, None, None)
+    if as_json:
+        click.echo(json.dumps(report.as_dict()))
+    else:
+        click.echo(_summary(report))
+
+
+_COUNT = click.Choice([m.value for m in CountMode])
+_BACKEND = click.Choice(["auto", "cpu", "gpu"])
+
+
+@main.command()
+@click.option("--graph", "graph", required=True, help="Initial graph file.")
+@click.option("--query", "queries", required=True, multiple=True,
+              help="Query file (CSM format); repeat for several standing queries.")
+@click.option("--stream", required=True, help="Update stream file.")
+@click.option("--format", "fmt", type=click.Choice(["csm", "snap", "ar"]), default="csm",
+              show_default=True, help="Format of the graph and stream files.")
+@click.option("--count", type=_COUNT, default="subgraphs", show_default=True)
+@click.option("--backend", type=_BACKEND, default="auto", show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True)
+@click.option("--deltas", type=click.Path(dir_okay=False), help="Write deltas as JSON lines.")
+@click.option("--list-matches", is_flag=True, help="Include match tuples in --deltas.")
+@click.option("--max-matches", type=click.IntRange(0), default=1000, show_default=True,
+              help="Listed tuples per update and query (counts stay exact).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def run(graph: str, queries: tuple[str, ...], stream: str, fmt: str, count: str, backend: str,
+        batch_size: int, deltas: str | None, list_matches: bool, max_matches: int,
+        as_json: bool) -> None:
+    """Load GRAPH, register the queries, apply the stream, report the deltas."""
+    cfg = RunConfig(backend=backend, mode=CountMode(count), batch_size=batch_size,
+                    list_matches=list_matches, max_matches=max_matches)
+    _execute(graph, queries, stream, fmt, cfg, deltas, as_json)
+
+
+def _gen_options(f):  # type: ignore[no-untyped-def]
+    for opt in reversed([
+        click.option("--vertices", type=click.IntRange(2), default=20_000, show_default=True),
+        click.option("--edges", type=click.IntRange(1), default=100_000, show_default=True),
+        click.option("--labels", type=click.IntRange(1), default=16, show_default=True),
+        click.option("--queries", "n_queries", type=click.IntRange(0), default=6,
+                     show_default=True),
+        click.option("--insert-ratio", type=click.FloatRange(0, 1), default=0.1,
+                     show_default=True),
+        click.option("--delete-ratio", type=click.FloatRange(0, 1), default=0.02,
+                     show_default=True),
+        click.option("--seed", type=int, default=7, show_default=True),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _gen(out: Path, vertices: int, edges: int, labels: int, n_queries: int,
+         insert_ratio: float, delete_ratio: float, seed: int) -> dict[str, Path]:
+    from streams import GenConfig, generate, write_dataset
+    with _errors():
+        cfg = GenConfig(vertices=vertices, edges=edges, labels=labels, queries=n_queries,
+                        insert_ratio=insert_ratio, delete_ratio=delete_ratio, seed=seed)
+        return write_dataset(generate(cfg), out)
+    raise AssertionError  # pragma: no cover
+
+
+@main.command()
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@_gen_options
+def gen(out: str, **kw: int | float) -> None:
+    """Write a generated power-law graph, queries and stream in the CSM format."""
+    paths = _gen(Path(out), **kw)  # type: ignore[arg-type]
+    for name, p in paths.items():
+        click.echo(f"{name}: {p}")
+
+
+@main.command()
+@click.option("--backend", type=_BACKEND, default="auto", show_default=True)
+@click.option("--count", type=_COUNT, default="subgraphs", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@_gen_options
+def demo(backend: str, count: str, as_json: bool, **kw: int | float) -> None:
+    """Generate a graph, queries and a stream, and run them (the embedded defaults)."""
+    with tempfile.TemporaryDirectory(prefix="csm-demo-") as tmp:
+        paths = _gen(Path(tmp), **kw)  # type: ignore[arg-type]
+        queries = tuple(str(p) for k, p in paths.items() if k.startswith("query_"))
+        cfg = RunConfig(backend=backend, mode=CountMode(count))
+        _execute(str(paths["initial"]), queries, str(paths["stream"]), "csm", cfg, None,
+                 as_json)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
