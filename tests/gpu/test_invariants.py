@@ -1,0 +1,139 @@
+"""Whole-stream invariants on generated power-law data, memory bounds, truncation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu import CountMode, Engine, Query, QuerySpec, UpdateBatch, UpdateOp
+from streams import GenConfig, GraphData, generate, iter_chunks
+
+
+def _replay(initial: GraphData, stream: UpdateBatch) -> GraphData:
+    """The final graph, by plain set operations (independent of the engine)."""
+    edges = {}
+    for a, b, lab in zip(initial.src.tolist(), initial.dst.tolist(), initial.label.tolist(),
+                         strict=True):
+        edges.setdefault((min(a, b), max(a, b)), lab)
+    for op, a, b, lab in zip(stream.op.tolist(), stream.src.tolist(), stream.dst.tolist(),
+                             stream.label.tolist(), strict=True):
+        k = (min(a, b), max(a, b))
+        if op == UpdateOp.INSERT_EDGE and a != b:
+            edges.setdefault(k, lab)
+        elif op == UpdateOp.DELETE_EDGE:
+            edges.pop(k, None)
+    ks = list(edges)
+    return GraphData(initial.vertex_ids, initial.vertex_labels,
+                     np.array([k[0] for k in ks], np.int64), np.array([k[1] for k in ks], np.int64),
+                     np.array([edges[k] for k in ks], np.int32))
+
+
+def _static(g: GraphData, q: Query, mode: CountMode) -> int:
+    e = Engine("cpu")
+    e.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
+    _, res = e.register(QuerySpec(q, mode), initial=True)
+    assert res is not None
+    return int(res.counts[0, 0])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sum_of_deltas_equals_static_difference(seed: int) -> None:
+    ds = generate(GenConfig(vertices=2000, edges=8000, labels=6, queries=4, insert_ratio=0.2,
+                            delete_ratio=0.1, max_query=5, seed=seed))
+    # then churn: re-insert what was deleted and delete part of what was inserted
+    s = ds.stream
+    dels = s.op == UpdateOp.DELETE_EDGE
+    ins = np.flatnonzero(s.op == UpdateOp.INSERT_EDGE)[::3]
+    churn = UpdateBatch.build(
+        np.arange(len(s), len(s) + int(dels.sum()) + len(ins)),
+        np.concatenate([np.full(int(dels.sum()), UpdateOp.INSERT_EDGE),
+                        np.full(len(ins), UpdateOp.DELETE_EDGE)]),
+        np.concatenate([s.src[dels], s.dst[ins]]), np.concatenate([s.dst[dels], s.src[ins]]),
+        np.concatenate([s.label[dels], s.label[ins]]))
+    stream = UpdateBatch.concat([s, churn])
+    final = _replay(ds.initial, stream)
+    for mode in (CountMode.EMBEDDINGS, CountMode.SUBGRAPHS):
+        eng = Engine("cpu")
+        g = ds.initial
+        eng.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
+        regs = [eng.register(QuerySpec(q, mode))[0] for _, q in ds.queries]
+        total = np.zeros(len(regs), np.int64)
+        for chunk in iter_chunks(stream, 257):
+            total += eng.apply(chunk).counts.sum(axis=0)
+        for j, (_, q) in enumerate(ds.queries):
+            want = _static(final, q, mode) - _static(ds.initial, q, mode)
+            assert total[j] == want, (seed, mode, j)
+        if mode is CountMode.EMBEDDINGS:
+            emb = total
+        else:
+            aut = np.array([r.automorphisms for r in regs])
+            assert np.array_equal(emb, aut * total)
+
+
+def test_batch_size_does_not_change_results() -> None:
+    ds = generate(GenConfig(vertices=1500, edges=6000, queries=3, max_query=5,
+                            delete_ratio=0.1, seed=11))
+    results = []
+    for bs in (1, 7, 64, 5000):
+        eng = Engine("cpu")
+        g = ds.initial
+        eng.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
+        for _, q in ds.queries:
+            eng.register(QuerySpec(q, CountMode.EMBEDDINGS))
+        results.append(np.concatenate([eng.apply(c).counts for c in iter_chunks(ds.stream, bs)]))
+    for r in results[1:]:
+        assert np.array_equal(r, results[0])
+
+
+def test_memory_stays_bounded_on_endless_churn() -> None:
+    rng = np.random.default_rng(5)
+    eng = Engine("cpu")
+    n = 200
+    a = rng.integers(0, n, 600)
+    b = (a + 1 + rng.integers(0, n - 1, 600)) % n
+    eng.load_graph([], [], a, b, np.zeros(600))
+    eng.register(QuerySpec(Query.build([(0, None), (1, None), (2, None)],
+                                       [(0, 1, None), (1, 2, None), (0, 2, None)])))
+    live = eng.graph.num_edges
+    peak = 0
+    for rnd in range(60):
+        k = 300
+        x = n + np.arange(k)                     # disjoint from the loaded edges
+        y = n + k + rng.permutation(k)
+        ins = UpdateBatch.build(np.arange(k) + 2 * k * rnd, np.zeros(k), x, y, np.zeros(k))
+        dele = UpdateBatch.build(np.arange(k) + 2 * k * rnd + k, np.ones(k), x, y, np.zeros(k))
+        eng.apply(ins)
+        eng.apply(dele)
+        peak = max(peak, len(eng.graph.key))
+    assert eng.graph.num_edges == live
+    # the pool never grows past a small multiple of what one round can hold
+    assert peak <= 16 * (2 * live + 2 * 300) + 4096
+
+
+def test_listing_cap_truncates_but_counts_stay_exact() -> None:
+    eng = Engine("cpu")
+    # K5 minus edge (0,1): inserting (0,1) creates C(3,1)=3 triangles -> 18 embeddings
+    edges = [(i, j) for i in range(5) for j in range(i + 1, 5) if (i, j) != (0, 1)]
+    eng.load_graph([], [], [e[0] for e in edges], [e[1] for e in edges], np.zeros(len(edges)))
+    tri = Query.build([(0, None), (1, None), (2, None)], [(0, 1, None), (1, 2, None),
+                                                           (0, 2, None)])
+    reg, _ = eng.register(QuerySpec(tri, CountMode.EMBEDDINGS, list_matches=True,
+                                    max_matches_per_update=4))
+    res = eng.apply(UpdateBatch.build([0], [UpdateOp.INSERT_EDGE], [0], [1], [0]))
+    assert int(res.counts[0, 0]) == 18
+    lst = res.listings[reg.id]
+    assert lst.truncated.tolist() == [True]
+    rows = lst.rows_of(0)
+    assert len(rows) == 4
+    for r in rows.tolist():
+        assert {0, 1} <= set(r) and len(set(r)) == 3
+
+
+def test_vertex_delete_expands_in_ascending_neighbour_order() -> None:
+    eng = Engine("cpu")
+    eng.load_graph([], [], [10, 10, 10], [30, 5, 20], [0, 0, 0])
+    res = eng.apply(UpdateBatch.build([7], [UpdateOp.DELETE_VERTEX], [10], [-1], [0]))
+    assert res.ops.dst.tolist() == [5, 20, 30, -1]
+    assert res.sub.tolist() == [0, 1, 2, 3]
+    assert res.seq.tolist() == [7, 7, 7, 7]
+    assert eng.graph.num_edges == 0
