@@ -33,12 +33,20 @@ class CpuExecutor:
         g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.vlabel[:nv], graph.key, graph.elab,
              graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
-        cost = graph.seg_len[tasks.a].astype(np.int64) * graph.seg_len[tasks.b]
+        # count phase: one unit per (task, plan) so heavy updates spread over threads
+        nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
+        owner = np.repeat(np.arange(n), nplans)
+        first = np.repeat(np.cumsum(nplans) - nplans, nplans)
+        plan = (np.repeat(tasks.plan_lo, nplans) + (np.arange(len(owner)) - first)).astype(
+            np.int32)
+        cost = graph.seg_len[tasks.a[owner]].astype(np.int64) * graph.seg_len[tasks.b[owner]]
         order = np.argsort(-cost, kind="stable")
-        threads = min(self.threads, n)
-        counts = K.count_tasks(tasks.a, tasks.b, tasks.label, tasks.tick, tasks.plan_lo,
-                               tasks.plan_hi, order, threads, maxlen, pl, plans.nb_level,
-                               plans.nb_label, *g)
+        unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
+                                    tasks.tick[owner], plan, plan + 1, order,
+                                    min(self.threads, len(owner)), maxlen, pl, plans.nb_level,
+                                    plans.nb_label, *g)
+        counts = np.zeros(n, np.int64)
+        np.add.at(counts, owner, unit_counts)   # exact int64 sums
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
         np.cumsum(listed, out=row_off[1:])
