@@ -59,6 +59,20 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True)
+def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
+    """Delete alive edge a-b (entry e in a's version) at a new tick; returns the tick."""
+    f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
+    t = meta[TICK] + 1
+    meta[TICK] = t
+    dt[e] = t
+    dt[f] = t
+    vdeg[a] -= 1
+    vdeg[b] -= 1
+    meta[NEDGES] -= 1
+    return t
+
+
+@nb.njit(cache=True)
 def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
                 seg_off, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
     v = meta[NV]
@@ -185,14 +199,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                     o_status[j] = _IGNORED
                     n_out += 1
                     continue
-                f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
-                t = meta[TICK] + 1
-                meta[TICK] = t
-                dt[e] = t
-                dt[f] = t
-                vdeg[a] -= 1
-                vdeg[b] -= 1
-                meta[NEDGES] -= 1
+                t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt)
                 o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, elab[e], t
                 n_out += 1
                 continue
@@ -268,19 +275,12 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
         for r in range(m):
             w = nbrs[order[r]]
             e = find_alive(key, dt, off, n, make_key(vlabel[w], w))
-            f = find_alive(key, dt, seg_off[w], seg_len[w], make_key(vlabel[a], a))
-            t = meta[TICK] + 1
-            meta[TICK] = t
-            dt[e] = t
-            dt[f] = t
-            vdeg[w] -= 1
-            meta[NEDGES] -= 1
+            t = _end_edge(e, a, w, meta, vlabel, vdeg, seg_off, seg_len, key, dt)
             q = n_out
             o_raw[q], o_op[q], o_a[q], o_b[q] = i, _DEL_E, a, w
             o_src[q], o_dst[q], o_el[q], o_tick[q] = x, vext[w], elab[e], t
             o_status[q], o_reason[q] = _APPLIED, _R_NONE
             n_out += 1
-        vdeg[a] = 0
         j = n_out
         o_raw[j], o_op[j], o_a[j], o_b[j] = i, _DEL_V, a, -1
         o_src[j], o_dst[j], o_el[j] = x, -1, lb
