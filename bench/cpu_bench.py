@@ -90,7 +90,8 @@ def generated(repeat: int) -> list[str]:
             f"{cfg.labels}, queries={cfg.queries}, insert_ratio={cfg.insert_ratio}, "
             f"delete_ratio={cfg.delete_ratio}, seed={cfg.seed})`, all queries standing at "
             "once, subgraphs mode, one run each.", "",
-            "| batch size | updates | matches (+/-) | seconds | updates/s |", "|---|---|---|---|---|"]
+            "| batch size | updates | matches (+/-) | seconds | updates/s |",
+            "|---|---|---|---|---|"]
     for batch in (64, 1024):
         t, p, n = _time_run(ds.initial, [q for _, q in ds.queries], ds.stream,
                             CountMode.SUBGRAPHS, 1, batch)

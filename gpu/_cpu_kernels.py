@@ -17,8 +17,20 @@ import numba as nb
 import numpy as np
 
 from ._graph_kernels import lower_bound, make_key
-from ._planner import (F_DEGREE, F_DEP, F_GT, F_LABEL, F_LT, F_MISC, F_NBCNT, F_NBOFF,
-                       F_NLFCNT, F_NLFOFF, F_REUSE, F_VERTEX)
+from ._planner import (
+    F_DEGREE,
+    F_DEP,
+    F_GT,
+    F_LABEL,
+    F_LT,
+    F_MISC,
+    F_NBCNT,
+    F_NBOFF,
+    F_NLFCNT,
+    F_NLFOFF,
+    F_REUSE,
+    F_VERTEX,
+)
 from ._types import MAX_QUERY_VERTICES, WILDCARD
 
 M = MAX_QUERY_VERTICES
@@ -368,8 +380,8 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
 
 
 @nb.njit(parallel=True, cache=True)
-def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl, nb_level,
-               nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
+def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl,
+               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
     for t in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)

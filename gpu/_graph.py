@@ -22,7 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _graph_kernels as K
-from ._idmap import IdMap, intern_bulk as _intern_bulk
+from ._idmap import IdMap
+from ._idmap import intern_bulk as _intern_bulk
 from ._types import INF_TICK, UpdateBatch
 
 __all__ = ["HostGraph", "LoadStats", "OpTable"]

@@ -14,8 +14,8 @@ numba and CUDA kernels read directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +74,7 @@ def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
     while len(order) < q.n:
         placed = set(order)
 
-        def score(v: int) -> tuple[float, ...]:
+        def score(v: int, placed: set[int] = placed) -> tuple[float, ...]:
             back = sum(1 for w in adj[v] if w in placed)
             lab = q.vertex_labels[v]
             share = 1.0 if lab is None else (0.5 if freq is None else freq.get(lab, 0.0))
@@ -203,4 +203,5 @@ class PlanSet:
                    nb_off=nb_off, nb_cnt=nb_cnt, gt_mask=gt, lt_mask=lt,
                    nb_level=np.array(nb_level + [0], np.int32),
                    nb_label=np.array(nb_label + [0], np.int32),
-                   query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi, table=table)
+                   query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi,
+                   table=table)

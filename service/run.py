@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-
-
 from gpu import BatchStats, CountMode, Engine, QuerySpec, UpdateBatch, UpdateOp
 from streams import GraphData, iter_chunks, read_graph, read_query, read_stream, write_deltas
 
