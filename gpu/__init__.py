@@ -1,7 +1,7 @@
 """Matching runtime: exact continuous subgraph matching on the CPU or a GPU."""
 
 from . import _cpu  # noqa: F401  (registers the "cpu" executor)
-from ._engine import Engine, QuerySpec, RegisteredQuery
+from ._engine import Engine, QuerySpec, RegisteredQuery, warm_up
 from ._executor import EXECUTORS, Executor, MatchOutput, MatchTasks, create_executor
 from ._graph import HostGraph, LoadStats, OpTable
 from ._query import Query
@@ -48,4 +48,5 @@ __all__ = [
     "UpdateOp",
     "UpdateStatus",
     "create_executor",
+    "warm_up",
 ]
