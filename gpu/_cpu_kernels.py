@@ -189,14 +189,15 @@ def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: 
 
 
 @nb.njit(cache=True, inline="always")
-def _valid(x, L, p, f, pl, seg_len, check_degree):  # type: ignore[no-untyped-def]
-    for j in range(L):
+def _valid(x, L, upto, p, f, pl):  # type: ignore[no-untyped-def]
+    """x differs from f[0:upto] and meets level L's symmetry masks (they name levels < upto)."""
+    for j in range(upto):
         if f[j] == x:
             return False
     gm = pl[p, F_GT, L]
     lm = pl[p, F_LT, L]
     if gm | lm:
-        for j in range(L):
+        for j in range(upto):
             if (gm >> j) & 1 and x <= f[j]:
                 return False
             if (lm >> j) & 1 and x >= f[j]:
@@ -221,16 +222,8 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
                     c -= 1
         return c
     c = 0
-    gm = pl[p, F_GT, L]
-    lm = pl[p, F_LT, L]
     for i in range(lo, hi):
-        x = np.int32(buf[i] & _LOW32)
-        ok = True
-        for j in range(upto):
-            if f[j] == x or ((gm >> j) & 1 and x <= f[j]) or ((lm >> j) & 1 and x >= f[j]):
-                ok = False
-                break
-        if ok:
+        if _valid(np.int32(buf[i] & _LOW32), L, upto, p, f, pl):
             c += 1
     return c
 
@@ -286,7 +279,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             if listing:
                 for i in range(ilo[L], ihi[L]):
                     x = np.int32(buf[i] & _LOW32)
-                    if _valid(x, L, p, f, pl, seg_len, False):
+                    if _valid(x, L, L, p, f, pl):
                         if total >= cap:
                             stamp[0, 0] = clock
                             return total
@@ -310,31 +303,26 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                 tb = raw[rrow[last]]
                 tlo, thi = ilo[last], ihi[last]
                 tlab = pl[p, F_LABEL, last]
-                gm = pl[p, F_GT, last]
-                lm = pl[p, F_LT, last]
                 q = tlo
                 for i in range(ilo[L], ihi[L]):
                     kx = buf[i]
                     x = np.int32(kx & _LOW32)
-                    if not _valid(x, L, p, f, pl, seg_len, True) or (
-                            seg_len[x] < pl[p, F_DEGREE, L]):
+                    if not _valid(x, L, L, p, f, pl) or seg_len[x] < pl[p, F_DEGREE, L]:
                         continue
-                    inside = 0
+                    # x also counted in base (labelled levels carry their masks as bounds)
                     q = lower_bound(tb, q, thi, kx)
-                    if q < thi and tb[q] == kx:
-                        inside = 1
-                        if tlab == _WILD:
-                            for j in range(L):
-                                if ((gm >> j) & 1 and x <= f[j]) or ((lm >> j) & 1 and x >= f[j]):
-                                    inside = 0
-                    total += base - inside
+                    if q < thi and tb[q] == kx and (tlab != _WILD
+                                                    or _valid(x, last, L, p, f, pl)):
+                        total += base - 1
+                    else:
+                        total += base
             L -= 1
             continue
         moved = False
         while pos[L] < ihi[L]:
             x = np.int32(buf[pos[L]] & _LOW32)
             pos[L] += 1
-            if _valid(x, L, p, f, pl, seg_len, True) and _label_filter(
+            if _valid(x, L, L, p, f, pl) and _label_filter(
                     x, L, p, pl, nb_level, nb_label, seg_off, seg_len, key):
                 f[L] = x
                 clock += 1

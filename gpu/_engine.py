@@ -133,7 +133,8 @@ class Engine:
                               tuples=rows[:cap], truncated=np.array([total > cap]))
         ops = _empty_ops(1)
         return BatchResult(ops=ops, seq=np.full(1, -1, np.int64), sub=np.zeros(1, np.int32),
-                           query_ids=(qid,), counts=np.array([[total]], np.int64),
+                           request_op=ops.op, query_ids=(qid,),
+                           counts=np.array([[total]], np.int64),
                            listings={qid: listing} if listing is not None else {},
                            stats=BatchStats(positive=total, match_seconds=secs, tasks=n))
 
@@ -174,7 +175,8 @@ class Engine:
             rejected=int((raw_status == UpdateStatus.REJECTED).sum()),
             positive=int(counts[counts > 0].sum()), negative=int(-counts[counts < 0].sum()),
             resolve_seconds=t1 - t0, match_seconds=t2 - t1, tasks=ntasks)
-        return BatchResult(ops=ops, seq=batch.seq[raw], sub=sub, query_ids=qids, counts=counts,
+        return BatchResult(ops=ops, seq=batch.seq[raw], sub=sub, request_op=batch.op[raw],
+                           query_ids=qids, counts=counts,
                            listings=listings, stats=stats)
 
     def _match_edges(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,

@@ -35,10 +35,6 @@ N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label
 _W = int(WILDCARD)
 
 
-def ORDER_KEY(back: int, share: float) -> tuple[float, ...]:  # noqa: N802
-    return (min(back, 2), -share, back)
-
-
 @dataclass(frozen=True, slots=True)
 class LevelPlan:
     vertex: int
@@ -65,7 +61,7 @@ class Plan:
 
 def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
            freq: Mapping[int, float] | None) -> list[int]:
-    """Greedy order: most backward neighbours first, then the rarest label.
+    """Greedy order: most backward neighbours first (capped at 2), then the rarest label.
 
     ``freq`` is each label's share of the data vertices; without it, labelled
     vertices go before wildcards.
@@ -78,7 +74,7 @@ def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
             back = sum(1 for w in adj[v] if w in placed)
             lab = q.vertex_labels[v]
             share = 1.0 if lab is None else (0.5 if freq is None else freq.get(lab, 0.0))
-            return (ORDER_KEY(back, share), len(adj[v]), -v)
+            return (min(back, 2), -share, back, len(adj[v]), -v)
 
         frontier = [v for v in range(q.n) if v not in placed and any(w in placed for w in adj[v])]
         order.append(max(frontier, key=score))

@@ -57,6 +57,8 @@ class MatchDelta:
     seq: int
     sub: int
     op: UpdateOp
+    #: the op the user sent (DELETE_VERTEX for the edge deletions it expands into)
+    request_op: UpdateOp
     src: int
     dst: int
     sign: int
@@ -70,6 +72,7 @@ class BatchResult:
     ops: OpTable
     seq: npt.NDArray[np.int64]          # per primitive update
     sub: npt.NDArray[np.int32]          # position within its raw update (vertex deletes)
+    request_op: npt.NDArray[np.int8]    # the raw update's op, per primitive update
     query_ids: tuple[int, ...]
     counts: npt.NDArray[np.int64]       # [len(ops), len(query_ids)] signed
     listings: dict[int, Listing] = field(default_factory=dict)
@@ -89,7 +92,9 @@ class BatchResult:
                 r = where[q][i]
                 matches, trunc = lst.rows_of(r), bool(lst.truncated[r])
             yield MatchDelta(query=q, seq=int(self.seq[i]), sub=int(self.sub[i]),
-                             op=UpdateOp(int(self.ops.op[i])), src=int(self.ops.src[i]),
+                             op=UpdateOp(int(self.ops.op[i])),
+                             request_op=UpdateOp(int(self.request_op[i])),
+                             src=int(self.ops.src[i]),
                              dst=int(self.ops.dst[i]), sign=1 if c > 0 else -1, count=abs(c),
                              matches=matches, truncated=trunc)
 

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
@@ -65,27 +65,23 @@ def _summary(r: RunReport) -> str:
 
 def _execute(graph: str, queries: tuple[str, ...], stream: str, fmt: str, cfg: RunConfig,
              deltas: str | None, as_json: bool) -> None:
-    show_bar = sys.stderr.isatty()
-    bar_ctx: list = []  # type: ignore[type-arg]
+    with _errors(), contextlib.ExitStack() as stack:
+        bars: list[Any] = []
 
-    def on_stream(n: int) -> None:
-        if show_bar and n > cfg.batch_size:
-            bar = click.progressbar(length=n, label="matching", file=sys.stderr)
-            bar.__enter__()
-            bar_ctx.append(bar)
+        def on_stream(n: int) -> None:
+            """Show a bar on long runs, once the stream's length is known."""
+            if sys.stderr.isatty() and n > cfg.batch_size:
+                bars.append(stack.enter_context(
+                    click.progressbar(length=n, label="matching", file=sys.stderr)))
 
-    def progress(k: int) -> None:
-        if bar_ctx:
-            bar_ctx[0].update(k)
+        def progress(k: int) -> None:
+            for bar in bars:
+                bar.update(k)
 
-    with _errors():
         out: TextIO | None = None
-        with contextlib.ExitStack() as stack:
-            if deltas:
-                out = stack.enter_context(open(deltas, "w", encoding="utf-8"))  # noqa: SIM115
-            report = run_files(graph, queries, stream, fmt, cfg, out, progress, on_stream)
-            if bar_ctx:
-                bar_ctx[0].__exit__(None, None, None)
+        if deltas:
+            out = stack.enter_context(open(deltas, "w", encoding="utf-8"))  # noqa: SIM115
+        report = run_files(graph, queries, stream, fmt, cfg, out, progress, on_stream)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
     else:

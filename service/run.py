@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from gpu import BatchStats, CountMode, Engine, QuerySpec, UpdateBatch, UpdateOp, warm_up
+from gpu import BatchStats, CountMode, Engine, QuerySpec, UpdateBatch, warm_up
 from streams import GraphData, iter_chunks, read_graph, read_query, read_stream, write_deltas
 
 __all__ = ["RunConfig", "RunReport", "run_engine", "run_files"]
@@ -75,8 +75,6 @@ def run_engine(engine: Engine, graph: GraphData, queries: Sequence[tuple[str, ob
                                            max_matches_per_update=cfg.max_matches))
         regs.append(reg)
     load_seconds = time.perf_counter() - t0
-    raw_ops = {int(s): UpdateOp(int(o)) for s, o in zip(stream.seq, stream.op, strict=True)} \
-        if deltas is not None else {}
     total = BatchStats()
     per_q = {r.id: [0, 0] for r in regs}
     written = 0
@@ -91,7 +89,7 @@ def run_engine(engine: Engine, graph: GraphData, queries: Sequence[tuple[str, ob
             per_q[q][0] += int(col[col > 0].sum())
             per_q[q][1] += int(-col[col < 0].sum())
         if deltas is not None:
-            written += write_deltas(deltas, res, raw_ops)
+            written += write_deltas(deltas, res)
         if progress is not None:
             progress(len(chunk))
     return RunReport(

@@ -13,9 +13,9 @@ OP_NAMES = {UpdateOp.INSERT_EDGE: "insert", UpdateOp.DELETE_EDGE: "delete",
             UpdateOp.INSERT_VERTEX: "insert_vertex", UpdateOp.DELETE_VERTEX: "delete_vertex"}
 
 
-def delta_to_dict(d: MatchDelta, raw_op: UpdateOp) -> dict[str, Any]:
+def delta_to_dict(d: MatchDelta) -> dict[str, Any]:
     out: dict[str, Any] = {"query": d.query, "seq": d.seq, "sub": d.sub,
-                           "op": OP_NAMES[raw_op], "src": d.src, "dst": d.dst,
+                           "op": OP_NAMES[d.request_op], "src": d.src, "dst": d.dst,
                            "sign": d.sign, "count": d.count}
     if d.matches is not None:
         out["matches"] = d.matches.tolist()
@@ -23,11 +23,11 @@ def delta_to_dict(d: MatchDelta, raw_op: UpdateOp) -> dict[str, Any]:
     return out
 
 
-def write_deltas(f: TextIO, result: BatchResult, raw_ops: dict[int, UpdateOp]) -> int:
-    """Write every delta of ``result``; ``raw_ops`` maps seq -> the op the user sent."""
+def write_deltas(f: TextIO, result: BatchResult) -> int:
+    """Write every delta of ``result``; ``op`` is the operation the user sent."""
     n = 0
     for d in result.deltas():
-        f.write(json.dumps(delta_to_dict(d, raw_ops.get(d.seq, d.op)), separators=(",", ":")))
+        f.write(json.dumps(delta_to_dict(d), separators=(",", ":")))
         f.write("\n")
         n += 1
     return n
