@@ -1,6 +1,6 @@
 """Matching runtime: exact continuous subgraph matching on the CPU or a GPU."""
 
-from . import _cpu  # noqa: F401  (registers the "cpu" executor)
+from . import _cpu, _gpu  # noqa: F401  (register the "cpu" and "gpu" executors)
 from ._engine import Engine, QuerySpec, RegisteredQuery, warm_up
 from ._executor import EXECUTORS, Executor, MatchOutput, MatchTasks, create_executor
 from ._graph import HostGraph, LoadStats, OpTable

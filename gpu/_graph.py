@@ -62,6 +62,8 @@ class HostGraph:
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096) -> None:
         self.ids = IdMap(vertex_capacity)
         self.meta = np.zeros(K.META_SIZE, np.int64)
+        #: bumped whenever entries move or arrays are reallocated (device mirrors re-copy)
+        self.layout = 0
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -83,6 +85,7 @@ class HostGraph:
         self.dt = np.zeros(cap, np.int64)
 
     def _grow(self, names: tuple[str, ...], cap: int) -> None:
+        self.layout += 1
         for name in names:
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
@@ -104,6 +107,7 @@ class HostGraph:
             self._grow(("key", "elab", "ct", "dt"), 2 * len(self.key))
 
     def compact(self) -> None:
+        self.layout += 1
         K.compact(self.meta, self.num_vertices, self.seg_off, self.seg_len, self.seg_cap,
                   self.key, self.elab, self.ct, self.dt)
 
@@ -208,6 +212,7 @@ class HostGraph:
         m = len(perm)
         if m > len(self.key):
             self._alloc_pool(max(2 * m, 4096))
+        self.layout += 1
         self.key[:m] = key[perm]
         self.elab[:m] = np.concatenate([el, el])[perm]
         self.ct[:m] = 0

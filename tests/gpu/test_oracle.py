@@ -10,7 +10,7 @@ from _oracle import OracleGraph, automorphisms, embeddings, project
 from gpu import CountMode, Engine, QuerySpec, UpdateOp, UpdateStatus
 
 MODES = (CountMode.EMBEDDINGS, CountMode.SUBGRAPHS)
-BACKENDS = [pytest.param("cpu", id="cpu")]
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("gpu", id="gpu", marks=pytest.mark.gpu)]
 STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
           UpdateStatus.REJECTED: "rejected"}
 

@@ -1,0 +1,239 @@
+"""GPU executor benchmarks (issue: DCSM runtime). Writes docs/benchmarks.md (section "GPU
+executor") and, with --plots DIR, the two PNG curves.
+
+    python bench/gpu_bench.py [--yeast DIR] [--sections yeast,batch,latency] [--plots docs]
+
+* yeast: the 20 Yeast insertion and deletion runs (embeddings), each query on a fresh
+  engine, whole stream per run, GPU against the CPU executor on the same machine and
+  against RapidFlow's 0.75 s;
+* batch: throughput against the updater batch size b on a generated power-law stream
+  (45% of the edges inserted, 5% deleted);
+* latency: response time (arrival to delta ready) against the update rate, with
+  exponential inter-arrival times, batches closed at b updates or after t seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpu import CountMode, Engine, QuerySpec, UpdateBatch, warm_up  # noqa: E402
+from streams import GenConfig, generate, iter_chunks, read_graph, read_query, read_stream  # noqa: E402
+
+RAPIDFLOW_INSERT_SECONDS = 0.75
+BACKEND = os.environ.get("CSM_BENCH_BACKEND", "gpu")  # "cpu" only to smoke-test this script
+BEGIN, END = "<!-- gpu-bench:begin -->", "<!-- gpu-bench:end -->"
+
+
+def _device() -> str:
+    if BACKEND != "gpu":
+        return f"CPU smoke test ({os.cpu_count()} cores)"
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    return (f"{name} ({props['multiProcessorCount']} SMs), CuPy {cupy.__version__}, "
+            f"{os.cpu_count()} CPU cores, Python {platform.python_version()}")
+
+
+def _engine(backend, graph, queries, mode):  # type: ignore[no-untyped-def]
+    eng = Engine(backend)
+    eng.load_graph(graph.vertex_ids, graph.vertex_labels, graph.src, graph.dst, graph.label)
+    for q in queries:
+        eng.register(QuerySpec(q, mode))
+    return eng
+
+
+def _time_run(backend, graph, queries, stream, mode, repeat, batch):  # type: ignore[no-untyped-def]
+    best, pos, neg = float("inf"), 0, 0
+    for _ in range(repeat):
+        eng = _engine(backend, graph, queries, mode)
+        t = time.perf_counter()
+        pos = neg = 0
+        for chunk in iter_chunks(stream, batch):
+            r = eng.apply(chunk)
+            pos, neg = pos + r.stats.positive, neg + r.stats.negative
+        best = min(best, time.perf_counter() - t)
+    return best, pos, neg
+
+
+def yeast(d: Path, repeat: int) -> list[str]:
+    qs = [read_query(d / "query_graphs" / f"query_graph-{i}.graph") for i in range(20)]
+    rows = ["| scenario | backend | updates | embeddings (+/-) | seconds, 20 runs | "
+            "vs RapidFlow 0.75 s |", "|---|---|---|---|---|---|"]
+    for name, g, s in (("insertion", "initial_graph.graph", "insertion_graph.graph"),
+                       ("deletion", "data_graph.graph", "deletion_graph.graph")):
+        graph, stream = read_graph(d / g), read_stream(d / s)
+        for backend in ("gpu", "cpu"):
+            total, pos, neg = 0.0, 0, 0
+            for q in qs:
+                t, p, n = _time_run(backend, graph, [q], stream, CountMode.EMBEDDINGS, repeat,
+                                    len(stream))
+                total, pos, neg = total + t, pos + p, neg + n
+            rows.append(f"| {name} | {backend} | {len(stream):,} x 20 | +{pos:,} / -{neg:,} | "
+                        f"{total:.3f} | {RAPIDFLOW_INSERT_SECONDS / total:.1f}x |")
+            print(rows[-1], flush=True)
+    graph = read_graph(d / "initial_graph.graph")
+    stream = read_stream(d / "insertion_graph.graph")
+    for b in (64, len(stream)):
+        t, p, _ = _time_run(BACKEND, graph, qs, stream, CountMode.EMBEDDINGS, repeat, b)
+        rows.append(f"| insertion, 20 queries standing at once, b={b} | gpu | {len(stream):,} | "
+                    f"+{p:,} | {t:.3f} | {RAPIDFLOW_INSERT_SECONDS / t:.1f}x |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def _big_dataset(edges: int):  # type: ignore[no-untyped-def]
+    cfg = GenConfig(vertices=edges // 5, edges=edges, labels=8, queries=4, min_query=3,
+                    max_query=5, insert_ratio=0.45, delete_ratio=0.05, seed=7)
+    return cfg, generate(cfg)
+
+
+def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
+    cfg, ds = _big_dataset(edges)
+    stream = ds.stream.slice(0, window)
+    qs = [q for _, q in ds.queries]
+    rows = [f"Generated: `GenConfig(vertices={cfg.vertices:,}, edges={cfg.edges:,}, labels="
+            f"{cfg.labels}, queries={cfg.queries}, query sizes {cfg.min_query}-"
+            f"{cfg.max_query}, insert_ratio=0.45, delete_ratio=0.05, seed=7)`; the first "
+            f"{len(stream):,} updates of the stream, all queries standing, embeddings mode.",
+            "", "| b | seconds | updates/s | matches (+/-) | share of b=4096 |",
+            "|---|---|---|---|---|"]
+    res = []
+    for b in (1, 8, 64, 512, 4096):
+        t, p, n = _time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)
+        res.append((b, t, p, n))
+        print(b, t, p, n, flush=True)
+    top = len(stream) / res[-1][1]
+    for b, t, p, n in res:
+        rows.append(f"| {b} | {t:.3f} | {len(stream) / t:,.0f} | +{p:,} / -{n:,} | "
+                    f"{len(stream) / t / top:.0%} |")
+    if plots is not None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot([r[0] for r in res], [len(stream) / r[1] for r in res], "o-")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("updater batch size b")
+        ax.set_ylabel("updates / s")
+        ax.set_title("GPU throughput vs batch size")
+        fig.tight_layout()
+        fig.savefig(plots / "gpu_batch_size.png", dpi=120)
+    return rows
+
+
+def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
+           wait: float) -> np.ndarray:
+    """Replays arrivals in real time; returns each update's response time in seconds."""
+    n = len(stream)
+    done = np.zeros(n)
+    t0 = time.perf_counter()
+    i = 0
+    while i < n:
+        now = time.perf_counter() - t0
+        if arrivals[i] > now:              # idle: wait for the next arrival
+            continue
+        # close the batch at b updates or once the first waiting one has waited t
+        deadline = arrivals[i] + wait
+        j = int(np.searchsorted(arrivals, now, side="right"))
+        while j - i < b and now < deadline and j < n:
+            now = time.perf_counter() - t0
+            j = int(np.searchsorted(arrivals, now, side="right"))
+        j = min(j, i + b)
+        eng.apply(stream.slice(i, j))
+        done[i:j] = time.perf_counter() - t0
+        i = j
+    return done - arrivals
+
+
+def latency(edges: int, count: int, b: int, wait: float, plots: Path | None) -> list[str]:
+    cfg, ds = _big_dataset(edges)
+    qs = [q for _, q in ds.queries]
+    rng = np.random.default_rng(1)
+    rows = [f"Same generated graph and queries; up to {count:,} updates (about 2 s of "
+            "arrivals) per rate with exponential "
+            f"inter-arrival times; b={b}, t={wait * 1e3:g} ms; response time = arrival to "
+            "delta ready in the engine.", "",
+            "| offered rate (updates/s) | updates | achieved (updates/s) | p50 (ms) | p99 (ms) |",
+            "|---|---|---|---|---|"]
+    pts = []
+    for rate in (1e3, 1e4, 1e5, 3e5, 1e6, 1e7):
+        eng = _engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)
+        n = int(min(count, max(2000, rate * 2.0)))   # at most ~2 s of arrivals per rate
+        stream = ds.stream.slice(0, n)
+        arr = np.cumsum(rng.exponential(1 / rate, n))
+        arr -= arr[0]
+        rt = _serve(eng, stream, arr, b, wait)
+        span = arr[-1] + rt[-1]
+        p50, p99 = np.percentile(rt, 50) * 1e3, np.percentile(rt, 99) * 1e3
+        pts.append((rate, n / span, p50, p99))
+        rows.append(f"| {rate:,.0f} | {n:,} | {n / span:,.0f} | {p50:.3f} | {p99:.3f} |")
+        print(rows[-1], flush=True)
+    if plots is not None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot([p[0] for p in pts], [p[2] for p in pts], "o-", label="p50")
+        ax.plot([p[0] for p in pts], [p[3] for p in pts], "s-", label="p99")
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("offered update rate (updates / s)")
+        ax.set_ylabel("response time (ms)")
+        ax.legend()
+        ax.set_title("GPU response time vs update rate")
+        fig.tight_layout()
+        fig.savefig(plots / "gpu_response_time.png", dpi=120)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--yeast", type=Path, default=ROOT / ".local-data" / "yeast")
+    ap.add_argument("--sections", default="yeast,batch,latency")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--edges", type=int, default=1_200_000)
+    ap.add_argument("--window", type=int, default=50_000)
+    ap.add_argument("--latency-updates", type=int, default=20_000)
+    ap.add_argument("--plots", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = ap.parse_args()
+    warm_up("cpu")
+    warm_up(BACKEND)
+    secs = args.sections.split(",")
+    lines = [BEGIN, "## GPU executor", "",
+             f"Command: `python bench/gpu_bench.py --sections {args.sections}`  ",
+             f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}", ""]
+    if "yeast" in secs:
+        lines += ["### Yeast, queries 0-19, embeddings mode", "",
+                  "Each query on a fresh engine, the whole stream as one batch, minimum of "
+                  f"{args.repeat} runs; update processing only (`Engine.apply`).", ""]
+        lines += yeast(args.yeast, args.repeat)
+    if "batch" in secs:
+        lines += ["", "### Throughput against the updater batch size b", ""]
+        lines += batch_sweep(args.edges, args.window, args.plots)
+    if "latency" in secs:
+        lines += ["", "### Response time against the update rate", ""]
+        lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots)
+    lines.append(END)
+    text = args.out.read_text() if args.out.exists() else "# Benchmarks\n\n"
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + "\n".join(lines) + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + "\n".join(lines) + "\n"
+    args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The one loader of the CUDA sources in gpu/kernels (CuPy RawModule).
+
+CuPy is imported here and nowhere else at module level, so the package imports on
+machines without it; :func:`cupy_or_raise` turns its absence into a BackendError.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .exceptions import BackendError
+
+__all__ = ["cupy_or_raise", "kernel"]
+
+_DIR = Path(__file__).parent / "kernels"
+
+
+def cupy_or_raise() -> ModuleType:
+    """CuPy with a usable device, or a BackendError that says what is missing."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendError("backend 'gpu' needs CuPy: pip install 'csm-service[gpu]'") from exc
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - any CUDA runtime failure means "no device"
+        raise BackendError(f"backend 'gpu': CUDA finds no device ({exc})") from exc
+    if n == 0:
+        raise BackendError("backend 'gpu': CUDA finds no device")
+    return cupy
+
+
+@functools.cache
+def _module(name: str) -> Any:
+    cp = cupy_or_raise()
+    # sources are self-contained (no #include of our own headers), so CuPy's cache key,
+    # which covers the text and options, is complete
+    return cp.RawModule(code=(_DIR / f"{name}.cu").read_text(), options=("-std=c++17",))
+
+
+def kernel(module: str, name: str) -> Any:
+    """A compiled ``extern "C"`` kernel from gpu/kernels/<module>.cu."""
+    return _module(module).get_function(name)

@@ -1,0 +1,104 @@
+"""The multi-version graph on the device: a mirror of :class:`HostGraph`'s versions.
+
+The host resolves every update (ids, duplicates, vertex deletions) and lays out each new
+neighbour-array version; the device holds the same pool, offsets and lifetimes, so a
+kernel reading tick ``k`` sees exactly what the CPU executor sees. After a batch only the
+touched vertices' current versions travel: one packed host-to-device copy and one
+``install_versions`` launch (the graph updater). Versions are never overwritten while
+readable: new versions go to fresh pool space and deletions only end lifetimes, so
+matching of earlier ticks may still be running. When the host compacts or grows its
+arrays the mirror is re-copied whole (between batches, with nothing in flight).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._cuda import cupy_or_raise, kernel
+from ._graph import HostGraph, OpTable
+
+__all__ = ["DeviceGraph"]
+
+
+class DeviceGraph:
+    def __init__(self, stream: Any) -> None:
+        self.cp = cupy_or_raise()
+        self.stream = stream
+        self._layout = -1
+        self._vcap = 0
+        self._pcap = 0
+        self._install = kernel("match", "install_versions")
+        #: bytes sent by the last sync (observability)
+        self.last_bytes = 0
+
+    def arrays(self) -> tuple[Any, ...]:
+        return (self.key, self.elab, self.ct, self.dt, self.seg_off, self.seg_len, self.vlabel)
+
+    def sync(self, graph: HostGraph, ops: OpTable) -> None:
+        if (graph.layout != self._layout or len(graph.vlabel) > self._vcap
+                or len(graph.key) > self._pcap):
+            self._full(graph)
+        elif len(ops):
+            self._touched(graph, ops)
+
+    def _full(self, graph: HostGraph) -> None:
+        cp = self.cp
+        with self.stream:
+            if len(graph.vlabel) > self._vcap or len(graph.key) > self._pcap:
+                self._vcap, self._pcap = len(graph.vlabel), len(graph.key)
+                self.key = cp.zeros(self._pcap, cp.int64)
+                self.elab = cp.zeros(self._pcap, cp.int32)
+                self.ct = cp.zeros(self._pcap, cp.int64)
+                self.dt = cp.zeros(self._pcap, cp.int64)
+                self.seg_off = cp.zeros(self._vcap, cp.int64)
+                self.seg_len = cp.zeros(self._vcap, cp.int32)
+                self.vlabel = cp.zeros(self._vcap, cp.int32)
+            used = graph.pool_used
+            nv = graph.num_vertices
+            for dev, host in ((self.key, graph.key[:used]), (self.elab, graph.elab[:used]),
+                              (self.ct, graph.ct[:used]), (self.dt, graph.dt[:used]),
+                              (self.seg_off, graph.seg_off[:nv]),
+                              (self.seg_len, graph.seg_len[:nv]),
+                              (self.vlabel, graph.vlabel[:nv])):
+                dev[: len(host)].set(host, stream=self.stream)
+            self.last_bytes = used * 28 + nv * 16
+        self._layout = graph.layout
+
+    def _touched(self, graph: HostGraph, ops: OpTable) -> None:
+        ends = np.concatenate([ops.a, ops.b])
+        v = np.unique(ends[ends >= 0]).astype(np.int64)
+        off = graph.seg_off[v]
+        ln = graph.seg_len[v].astype(np.int64)
+        idx = _ranges(off, ln)
+        ne, nv = len(idx), len(v)
+        buf = np.empty(5 * ne + 4 * nv, np.int64)
+        buf[:ne] = idx
+        buf[ne:2 * ne] = graph.key[idx]
+        buf[2 * ne:3 * ne] = graph.ct[idx]
+        buf[3 * ne:4 * ne] = graph.dt[idx]
+        buf[4 * ne:5 * ne] = graph.elab[idx]
+        buf[5 * ne:5 * ne + nv] = v
+        buf[5 * ne + nv:5 * ne + 2 * nv] = off
+        buf[5 * ne + 2 * nv:5 * ne + 3 * nv] = ln
+        buf[5 * ne + 3 * nv:] = graph.vlabel[v]
+        cp = self.cp
+        with self.stream:
+            dbuf = cp.asarray(buf)
+            threads = 256
+            blocks = max(1, min(1024, (max(ne, nv) + threads - 1) // threads))
+            self._install((blocks,), (threads,),
+                          (dbuf, np.int64(ne), np.int64(nv), self.key, self.elab, self.ct,
+                           self.dt, self.seg_off, self.seg_len, self.vlabel))
+        self.last_bytes = buf.nbytes
+
+
+def _ranges(off: npt.NDArray[np.int64], ln: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Concatenation of [off[i], off[i] + ln[i]) for every i."""
+    total = int(ln.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    starts = np.cumsum(ln) - ln
+    return np.repeat(off - starts, ln) + np.arange(total, dtype=np.int64)

@@ -1,0 +1,457 @@
+// Incremental matching on the GPU: one warp per work unit, stack-based backtracking.
+//
+// A work unit is (task, plan, chunk). A task is one updated directed edge a -> b at tick k;
+// its plan binds f(level 0) = a, f(level 1) = b and extends level by level (GCSM Fig. 15).
+// Level 2's candidate set is split into `nchunk` slices so that one heavy update spreads
+// over many warps (T-DFS task splitting); idle warps take the next unit from a global
+// counter (DCSM dynamic scheduling). Every neighbour entry is read as of the task's tick:
+// it counts iff ct < k <= dt (DCSM Property 2), so tasks of different graph versions run
+// side by side.
+//
+// Each warp keeps its DFS state in shared memory (all lanes write identical values) and
+// one candidate row per level in global memory, `stride` keys long, where `stride` is the
+// longest neighbour-array version in the graph: a level's candidates are a subset of one
+// neighbour array, so rows never overflow.
+//
+// The logic mirrors gpu/_cpu_kernels.py line for line (loop-invariant code motion with
+// stamps, result reuse, neighbour-label filter, counting two independent tail levels);
+// the two executors must produce identical counts.
+
+#define M 12
+#define NF 12
+#define WILD (-2147483647 - 1)
+#define FULL 0xffffffffu
+#define LOW32 0xffffffffLL
+#define WARPS_PER_BLOCK 4
+
+enum { F_VERTEX = 0, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP,
+       F_NLFOFF, F_NLFCNT, F_MISC };
+
+struct Graph {
+    const long long* key;
+    const int* elab;
+    const long long* ct;
+    const long long* dt;
+    const long long* seg_off;
+    const int* seg_len;
+    const int* vlabel;
+};
+
+struct Plans {
+    const int* pl;
+    const int* nb_level;
+    const int* nb_label;
+    __device__ __forceinline__ int at(int p, int f, int L) const {
+        return pl[(p * NF + f) * M + L];
+    }
+};
+
+struct WarpState {
+    int f[M];
+    int rrow[M];
+    int rlo[M];
+    int rhi[M];
+    int ilo[M];
+    int ihi[M];
+    int pos[M];
+    int st_set[M];    // when f[L] was set
+    int st_prep[M];   // when level L's candidates were computed
+    int mbase[M];     // cached ballot window of level L (-1: none)
+    unsigned mask[M];
+};
+
+__device__ __forceinline__ long long lower_bound(const long long* a, long long lo, long long hi,
+                                                 long long x) {
+    while (lo < hi) {
+        long long mid = (lo + hi) >> 1;
+        if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ void label_range(const Graph& g, int v, int lab, long long& lo,
+                                            long long& hi) {
+    long long off = g.seg_off[v];
+    long long end = off + g.seg_len[v];
+    if (lab == WILD) { lo = off; hi = end; return; }
+    long long base = ((long long)lab) << 32;
+    lo = lower_bound(g.key, off, end, base);
+    hi = lower_bound(g.key, lo, end, base + (1LL << 32));
+}
+
+__device__ __forceinline__ bool visible(const Graph& g, long long i, long long k, int el) {
+    return g.ct[i] < k && k <= g.dt[i] && (el == WILD || g.elab[i] == el);
+}
+
+__device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
+
+__device__ __forceinline__ long long warp_sum(long long v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL, v, o);
+    return __shfl_sync(FULL, v, 0);
+}
+
+// out[0:n] = visible entries of key[lo:hi) (one per key: lifetimes of one edge are disjoint)
+__device__ int warp_scan(const Graph& g, long long lo, long long hi, long long k, int el,
+                         long long* out, int lane) {
+    int w = 0;
+    for (long long base = lo; base < hi; base += 32) {
+        long long i = base + lane;
+        bool ok = i < hi && visible(g, i, k, el);
+        unsigned m = __ballot_sync(FULL, ok);
+        if (ok) out[w + __popc(m & lanes_below(lane))] = g.key[i];
+        w += __popc(m);
+    }
+    __syncwarp();
+    return w;
+}
+
+// out[0:n] = src[slo:shi] ∩ visible(key[lo:hi)); out may alias src when slo == 0
+__device__ int warp_intersect(const long long* src, int slo, int shi, const Graph& g,
+                              long long lo, long long hi, long long k, int el, long long* out,
+                              int lane) {
+    int w = 0;
+    if (shi <= slo || hi <= lo) return 0;
+    for (int base = slo; base < shi; base += 32) {
+        int i = base + lane;
+        bool found = false;
+        long long x = 0;
+        if (i < shi) {
+            x = src[i];
+            long long q = lower_bound(g.key, lo, hi, x);
+            while (q < hi && g.key[q] == x) {
+                if (visible(g, q, k, el)) { found = true; break; }
+                ++q;
+            }
+        }
+        unsigned m = __ballot_sync(FULL, found);   // also orders reads before writes
+        if (found) out[w + __popc(m & lanes_below(lane))] = x;
+        w += __popc(m);
+        __syncwarp();
+    }
+    return w;
+}
+
+// Candidates of level L into row rrow[L], range [rlo, rhi); iteration bounds [ilo, ihi).
+__device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
+                        const Graph& g, long long* raw, long long stride, int lane) {
+    int lab = P.at(p, F_LABEL, L);
+    int src = P.at(p, F_REUSE, L);
+    int off = P.at(p, F_NBOFF, L);
+    int cnt = P.at(p, F_NBCNT, L);
+    long long* out = raw + (long long)L * stride;
+    int rrow, rlo, rhi;
+    if (src >= 0) {
+        const long long* sbuf = raw + (long long)s.rrow[src] * stride;
+        int lo = s.rlo[src], hi = s.rhi[src];
+        if (lab != WILD && P.at(p, F_LABEL, src) == WILD) {
+            long long base = ((long long)lab) << 32;
+            int lo2 = (int)lower_bound(sbuf, lo, hi, base);
+            hi = (int)lower_bound(sbuf, lo2, hi, base + (1LL << 32));
+            lo = lo2;
+        }
+        if (cnt == 0) {
+            rrow = s.rrow[src]; rlo = lo; rhi = hi;
+        } else {
+            int n = hi - lo;
+            for (int j = 0; j < cnt; ++j) {
+                int w = s.f[P.nb_level[off + j]];
+                long long a, b;
+                label_range(g, w, lab, a, b);
+                if (j == 0) n = warp_intersect(sbuf, lo, hi, g, a, b, k, P.nb_label[off + j], out, lane);
+                else n = warp_intersect(out, 0, n, g, a, b, k, P.nb_label[off + j], out, lane);
+                if (n == 0) break;
+            }
+            rrow = L; rlo = 0; rhi = n;
+        }
+    } else {
+        long long ra[M], rb[M];
+        int best = 0;
+        for (int j = 0; j < cnt; ++j) {
+            int w = s.f[P.nb_level[off + j]];
+            label_range(g, w, lab, ra[j], rb[j]);
+            if (rb[j] - ra[j] < rb[best] - ra[best]) best = j;
+        }
+        int n = warp_scan(g, ra[best], rb[best], k, P.nb_label[off + best], out, lane);
+        for (int j = 0; j < cnt; ++j)
+            if (j != best && n > 0)
+                n = warp_intersect(out, 0, n, g, ra[j], rb[j], k, P.nb_label[off + j], out, lane);
+        rrow = L; rlo = 0; rhi = n;
+    }
+    // symmetry conditions narrow a labelled level to one key interval
+    int lo = rlo, hi = rhi;
+    if (lab != WILD && hi > lo) {
+        const long long* buf = raw + (long long)rrow * stride;
+        int gm = P.at(p, F_GT, L), lm = P.at(p, F_LT, L);
+        long long lb = ((long long)lab) << 32;
+        for (int j = 0; j < L; ++j) {
+            if ((gm >> j) & 1) lo = max(lo, (int)lower_bound(buf, lo, hi, (lb | s.f[j]) + 1));
+            if ((lm >> j) & 1) hi = min(hi, (int)lower_bound(buf, lo, hi, lb | s.f[j]));
+        }
+        if (hi < lo) hi = lo;
+    }
+    __syncwarp();   // every lane has read the state it needed before anyone writes
+    s.rrow[L] = rrow; s.rlo[L] = rlo; s.rhi[L] = rhi;
+    s.ilo[L] = lo; s.ihi[L] = hi;
+    __syncwarp();
+}
+
+// Degree and neighbour-label counts of x can cover level L's needs (upper bounds: safe).
+__device__ __forceinline__ bool label_filter(int x, int L, int p, const Plans& P, const Graph& g) {
+    if (g.seg_len[x] < P.at(p, F_DEGREE, L)) return false;
+    int off = P.at(p, F_NLFOFF, L);
+    int cnt = P.at(p, F_NLFCNT, L);
+    for (int j = 0; j < cnt; ++j) {
+        long long lo, hi;
+        label_range(g, x, P.nb_level[off + j], lo, hi);
+        if (hi - lo < P.nb_label[off + j]) return false;
+    }
+    return true;
+}
+
+// x differs from f[0:upto] and meets level L's symmetry masks
+__device__ __forceinline__ bool valid(int x, int L, int upto, int p, const WarpState& s,
+                                      const Plans& P) {
+    for (int j = 0; j < upto; ++j)
+        if (s.f[j] == x) return false;
+    int gm = P.at(p, F_GT, L), lm = P.at(p, F_LT, L);
+    if (gm | lm) {
+        for (int j = 0; j < upto; ++j) {
+            if (((gm >> j) & 1) && x <= s.f[j]) return false;
+            if (((lm >> j) & 1) && x >= s.f[j]) return false;
+        }
+    }
+    return true;
+}
+
+__device__ long long count_level(int L, int upto, int p, const WarpState& s, const Plans& P,
+                                 const long long* raw, long long stride, int lane) {
+    const long long* buf = raw + (long long)s.rrow[L] * stride;
+    long long c = 0;
+    for (int i = s.ilo[L] + lane; i < s.ihi[L]; i += 32)
+        if (valid((int)(buf[i] & LOW32), L, upto, p, s, P)) ++c;
+    return warp_sum(c);
+}
+
+// Reserve listing slots for the lanes in `m`; returns this lane's slot (or -1 if past the cap)
+__device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned long long* slots,
+                                             long long want, int lane) {
+    unsigned long long base = 0;
+    if (lane == 0 && m) base = atomicAdd(slots, (unsigned long long)__popc(m));
+    base = __shfl_sync(FULL, base, 0);
+    if (!mine) return -1;
+    long long slot = (long long)base + __popc(m & lanes_below(lane));
+    return slot < want ? slot : -1;
+}
+
+// Matches of unit (task, plan, chunk). Count mode when `rows` is null; otherwise writes up
+// to want[task] tuples (internal ids by query vertex) at row_off[task] + slot.
+__device__ long long run_unit(int a, int b, int el, long long k, int p, int chunk, int nchunk,
+                              WarpState& s, const Plans& P, const Graph& g, long long* raw,
+                              long long stride, int lane, int* rows, long long row0,
+                              long long want, unsigned long long* slots) {
+    int n = P.at(p, F_MISC, 0);
+    bool listing = rows != nullptr;
+    int la = P.at(p, F_LABEL, 0), lb = P.at(p, F_LABEL, 1), rl = P.at(p, F_MISC, 1);
+    if (!((la == WILD || la == g.vlabel[a]) && (lb == WILD || lb == g.vlabel[b]) &&
+          (rl == WILD || rl == el) && label_filter(a, 0, p, P, g) && label_filter(b, 1, p, P, g)))
+        return 0;
+    int m01 = P.at(p, F_GT, 1), l01 = P.at(p, F_LT, 1);
+    if (((m01 & 1) && b <= a) || ((l01 & 1) && b >= a)) return 0;
+    __syncwarp();
+    s.f[0] = a; s.f[1] = b;
+    if (n == 2) {
+        if (chunk != 0) return 0;
+        if (listing) {
+            long long slot = reserve(1u, lane == 0, slots, want, lane);
+            if (slot >= 0) {
+                rows[(row0 + slot) * M + P.at(p, F_VERTEX, 0)] = a;
+                rows[(row0 + slot) * M + P.at(p, F_VERTEX, 1)] = b;
+            }
+        }
+        return 1;
+    }
+    int clock = 1;
+    __syncwarp();
+    s.st_set[0] = 1; s.st_set[1] = 1;
+    for (int L = 2; L < n; ++L) { s.st_prep[L] = 0; s.mbase[L] = -1; }
+    long long total = 0;   // per-lane partial sums, reduced at the end
+    int last = n - 1;
+    bool pair_tail = !listing && last >= 3 && P.at(p, F_DEP, last) < last - 1;
+    int L = 2;
+    while (L >= 2) {
+        if (s.st_prep[L] <= s.st_set[P.at(p, F_DEP, L)]) {
+            ++clock;
+            __syncwarp();
+            s.st_prep[L] = clock;
+            prepare(L, p, k, s, P, g, raw, stride, lane);
+            if (L == 2 && nchunk > 1) {   // this unit's slice of level 2
+                int lo = s.ilo[2], span = s.ihi[2] - lo;
+                int per = (span + nchunk - 1) / nchunk;
+                __syncwarp();
+                s.ilo[2] = lo + min(span, chunk * per);
+                s.ihi[2] = lo + min(span, (chunk + 1) * per);
+            }
+            __syncwarp();
+            s.pos[L] = s.ilo[L];
+            s.mbase[L] = -1;
+        }
+        const long long* buf = raw + (long long)s.rrow[L] * stride;
+        if (L == last) {
+            if (listing) {
+                for (int base = s.ilo[L]; base < s.ihi[L]; base += 32) {
+                    int i = base + lane;
+                    int x = 0;
+                    bool ok = false;
+                    if (i < s.ihi[L]) { x = (int)(buf[i] & LOW32); ok = valid(x, L, L, p, s, P); }
+                    unsigned m = __ballot_sync(FULL, ok);
+                    if (ok) ++total;
+                    long long slot = reserve(m, ok, slots, want, lane);
+                    if (slot >= 0) {
+                        int* r = rows + (row0 + slot) * M;
+                        for (int j = 0; j < L; ++j) r[P.at(p, F_VERTEX, j)] = s.f[j];
+                        r[P.at(p, F_VERTEX, L)] = x;
+                    }
+                }
+            } else {
+                long long c = count_level(L, L, p, s, P, raw, stride, lane);
+                if (lane == 0) total += c;
+            }
+            --L;
+            continue;
+        }
+        if (pair_tail && L == last - 1) {
+            if (s.st_prep[last] <= s.st_set[P.at(p, F_DEP, last)]) {
+                ++clock;
+                __syncwarp();
+                s.st_prep[last] = clock;
+                prepare(last, p, k, s, P, g, raw, stride, lane);
+            }
+            long long base = count_level(last, L, p, s, P, raw, stride, lane);
+            if (base > 0) {
+                const long long* tb = raw + (long long)s.rrow[last] * stride;
+                int tlo = s.ilo[last], thi = s.ihi[last];
+                int tlab = P.at(p, F_LABEL, last);
+                int deg = P.at(p, F_DEGREE, L);
+                for (int i = s.ilo[L] + lane; i < s.ihi[L]; i += 32) {
+                    long long kx = buf[i];
+                    int x = (int)(kx & LOW32);
+                    if (!valid(x, L, L, p, s, P) || g.seg_len[x] < deg) continue;
+                    long long q = lower_bound(tb, tlo, thi, kx);
+                    bool both = q < thi && tb[q] == kx && (tlab != WILD || valid(x, last, L, p, s, P));
+                    total += both ? base - 1 : base;
+                }
+            }
+            --L;
+            continue;
+        }
+        // next candidate of level L: 32 checked at once, the ballot cached per level
+        bool moved = false;
+        while (s.pos[L] < s.ihi[L]) {
+            int pos = s.pos[L];
+            unsigned m;
+            int mb = s.mbase[L];
+            if (mb >= 0 && pos >= mb && pos < mb + 32) {
+                m = s.mask[L] & (FULL << (pos - mb));
+            } else {
+                int i = pos + lane;
+                bool ok = false;
+                if (i < s.ihi[L]) {
+                    int x = (int)(buf[i] & LOW32);
+                    ok = valid(x, L, L, p, s, P) && label_filter(x, L, p, P, g);
+                }
+                m = __ballot_sync(FULL, ok);   // also: every lane has read pos/mbase
+                mb = pos;
+                s.mbase[L] = mb;
+                s.mask[L] = m;
+            }
+            __syncwarp();
+            if (m) {
+                int j = __ffs(m) - 1;
+                s.f[L] = (int)(buf[mb + j] & LOW32);
+                s.pos[L] = mb + j + 1;
+                ++clock;
+                s.st_set[L] = clock;
+                moved = true;
+                break;
+            }
+            s.pos[L] = mb + 32;
+        }
+        __syncwarp();
+        if (!moved) { --L; continue; }
+        ++L;
+        __syncwarp();
+        s.mbase[L] = -1;
+        if (s.st_prep[L] > s.st_set[P.at(p, F_DEP, L)]) s.pos[L] = s.ilo[L];
+    }
+    return warp_sum(total);
+}
+
+extern "C" __global__ void match_units(
+    // units, in scheduling order
+    const int* u_task, const int* u_plan, const int* u_chunk, const int* u_nchunk, int n_units,
+    // tasks
+    const int* t_a, const int* t_b, const int* t_el, const long long* t_k,
+    // plans
+    const int* pl, const int* nb_level, const int* nb_label,
+    // graph
+    const long long* key, const int* elab, const long long* ct, const long long* dt,
+    const long long* seg_off, const int* seg_len, const int* vlabel,
+    // per-warp candidate rows and the scheduler's counter
+    long long* stack, long long stride, unsigned int* next_unit,
+    // outputs: counts per task; listing (rows may be null for count mode)
+    unsigned long long* t_count, int* rows, const long long* t_row_off, const long long* t_want,
+    unsigned long long* t_slots) {
+    __shared__ WarpState states[WARPS_PER_BLOCK];
+    int lane = threadIdx.x & 31;
+    int wib = threadIdx.x >> 5;
+    WarpState& s = states[wib];
+    long long warp = (long long)blockIdx.x * WARPS_PER_BLOCK + wib;
+    long long* raw = stack + warp * (long long)M * stride;
+    Graph g{key, elab, ct, dt, seg_off, seg_len, vlabel};
+    Plans P{pl, nb_level, nb_label};
+    while (true) {
+        unsigned int u = 0;
+        if (lane == 0) u = atomicAdd(next_unit, 1u);
+        u = __shfl_sync(FULL, u, 0);
+        if (u >= (unsigned int)n_units) break;
+        int t = u_task[u];
+        long long want = 0, row0 = 0;
+        if (rows != nullptr) {
+            want = t_want[t];
+            row0 = t_row_off[t];
+            if (want <= 0) continue;
+        }
+        long long c = run_unit(t_a[t], t_b[t], t_el[t], t_k[t], u_plan[u], u_chunk[u],
+                               u_nchunk[u], s, P, g, raw, stride, lane, rows, row0, want,
+                               t_slots + t);
+        if (lane == 0 && c && rows == nullptr) atomicAdd(t_count + t, (unsigned long long)c);
+        __syncwarp();
+    }
+}
+
+// Graph updater: install the entries of new neighbour-array versions (and in-place lifetime
+// ends) that the host resolved, plus each touched vertex's version pointer and label. The
+// host sends one packed int64 buffer: dst, key, ct, dt, elab per entry, then id, off, len,
+// label per vertex, so a batch costs one copy and one launch.
+extern "C" __global__ void install_versions(const long long* buf, long long n_entries,
+                                            long long n_vertices, long long* key, int* elab,
+                                            long long* ct, long long* dt, long long* seg_off,
+                                            int* seg_len, int* vlabel) {
+    long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long step = (long long)gridDim.x * blockDim.x;
+    const long long* e = buf;
+    const long long* v = buf + 5 * n_entries;
+    for (long long i = tid; i < n_entries; i += step) {
+        long long d = e[i];
+        key[d] = e[n_entries + i];
+        ct[d] = e[2 * n_entries + i];
+        dt[d] = e[3 * n_entries + i];
+        elab[d] = (int)e[4 * n_entries + i];
+    }
+    for (long long i = tid; i < n_vertices; i += step) {
+        int x = (int)v[i];
+        seg_off[x] = v[n_vertices + i];
+        seg_len[x] = (int)v[2 * n_vertices + i];
+        vlabel[x] = (int)v[3 * n_vertices + i];
+    }
+}
