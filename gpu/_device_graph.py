@@ -28,6 +28,7 @@ class DeviceGraph:
         self.cp = cupy_or_raise()
         self.stream = stream
         self._layout = -1
+        self._owner: HostGraph | None = None
         self._vcap = 0
         self._pcap = 0
         self._install = kernel("match", "install_versions")
@@ -38,7 +39,8 @@ class DeviceGraph:
         return (self.key, self.elab, self.ct, self.dt, self.seg_off, self.seg_len, self.vlabel)
 
     def sync(self, graph: HostGraph, ops: OpTable) -> None:
-        if (graph.layout != self._layout or len(graph.vlabel) > self._vcap
+        if (graph is not self._owner or graph.layout != self._layout
+                or len(graph.vlabel) > self._vcap
                 or len(graph.key) > self._pcap):
             self._full(graph)
         elif len(ops):
@@ -66,6 +68,7 @@ class DeviceGraph:
                 dev[: len(host)].set(host, stream=self.stream)
             self.last_bytes = used * 28 + nv * 16
         self._layout = graph.layout
+        self._owner = graph
 
     def _touched(self, graph: HostGraph, ops: OpTable) -> None:
         ends = np.concatenate([ops.a, ops.b])

@@ -36,8 +36,8 @@ class GpuConfig:
     #: resident warps per SM to aim for
     warps_per_sm: int = 32
     #: level-2 candidates per work unit (estimated); smaller = finer load balance
-    slice_size: int = 32
-    max_slices: int = 1024
+    slice_size: int = 4
+    max_slices: int = 4096
 
 
 class GpuExecutor:
@@ -132,7 +132,7 @@ class GpuExecutor:
             (du[0:nu], du[nu:2 * nu], du[2 * nu:3 * nu], du[3 * nu:4 * nu], np.int32(nu),
              du[4 * nu:4 * nu + n], du[4 * nu + n:4 * nu + 2 * n],
              du[4 * nu + 2 * n:4 * nu + 3 * n], dk, table, nb_level, nb_label,
-             *g.arrays(), self._stack, np.int64(stride), self._counter, counts,
+             *g.arrays(), self._stack, np.int64(stride), np.int64(warps), self._counter, counts,
              rows if rows is not None else null, row_off if row_off is not None else null,
              want if want is not None else null, slots if slots is not None else null))
 
