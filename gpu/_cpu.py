@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 
 from . import _cpu_kernels as K
-from ._executor import EXECUTORS, MatchOutput, MatchTasks
+from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks
 from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 
@@ -21,6 +21,12 @@ class CpuExecutor:
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         """The CPU reads the host graph directly."""
+
+    def drain(self) -> None:
+        """Nothing runs in the background."""
+
+    def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Done:
+        return Done(self.match(graph, plans, tasks))
 
     def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
         n = len(tasks)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._executor import Executor, MatchOutput, MatchTasks, create_executor
+from ._executor import Executor, MatchOutput, MatchTasks, Ticket, create_executor
 from ._graph import HostGraph, LoadStats, OpTable
 from ._planner import PlanSet, plan_query
 from ._query import Query
@@ -22,7 +22,7 @@ from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp, UpdateStatus
 from .exceptions import EngineError, UnknownQueryError
 
-__all__ = ["Engine", "QuerySpec", "RegisteredQuery", "warm_up"]
+__all__ = ["Engine", "PendingBatch", "QuerySpec", "RegisteredQuery", "warm_up"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,9 @@ class Engine:
         self._plans: dict[int, list] = {}  # type: ignore[type-arg]
         self._planset: PlanSet | None = None
         self._next_id = 1
+        self._pending: list[PendingBatch] = []
+        # nothing may move graph memory while a kernel reads it
+        self.graph.before_relayout = self.drain
 
     @property
     def backend(self) -> str:
@@ -120,7 +123,7 @@ class Engine:
                            cap=np.full(n, spec.max_matches_per_update if spec.list_matches
                                        else -1, np.int64))
         t0 = time.perf_counter()
-        out = self.executor.match(self.graph, ps, tasks)
+        out = self.executor.submit(self.graph, ps, tasks).wait()
         secs = time.perf_counter() - t0
         total = int(out.counts.sum())
         listing = None
@@ -140,26 +143,50 @@ class Engine:
 
     # -- updates ----------------------------------------------------------------
     def apply(self, batch: UpdateBatch) -> BatchResult:
+        return self.submit(batch).result()
+
+    def submit(self, batch: UpdateBatch) -> PendingBatch:
+        """Resolve and install ``batch`` now; match it in the background where the executor
+        can (GPU). Results are exact whatever the order in which pending batches are read;
+        a batch with vertex operations waits for the batches before it (vertex labels have
+        one version)."""
         t0 = time.perf_counter()
-        self.graph.set_watermark(self.graph.tick)   # nothing in flight between batches
+        self._pending = [p for p in self._pending if p.reading]
+        if len(batch) and (batch.op >= UpdateOp.INSERT_VERTEX).any():
+            self.drain()
+        first = min((p.first_tick for p in self._pending), default=self.graph.tick + 1)
+        self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
         ops = self.graph.apply(batch)
         self.executor.on_update(self.graph, ops)
-        t1 = time.perf_counter()
         qids = tuple(self._queries)
+        specs = {q: r.spec for q, r in self._queries.items()}
         edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
             (ops.status == UpdateStatus.APPLIED)
         ei = np.flatnonzero(edge)
-        counts = np.zeros((len(ops), len(qids)), np.int64)
-        listings = {q: Listing.empty(r.spec.query.n) for q, r in self._queries.items()
-                    if r.spec.list_matches}
-        ntasks = 0
+        ticket, ntasks = None, 0
         if qids and len(ei):
-            ps = self._plan_set()
-            out, tasks = self._match_edges(ops, ei, ps, qids)
+            tasks = self._edge_tasks(ops, ei, self._plan_set(), qids)
+            ticket = self.executor.submit(self.graph, self._plan_set(), tasks)
             ntasks = len(tasks)
+        pending = PendingBatch(self, batch, ops, qids, specs, ei, ticket, ntasks,
+                               first_tick=int(ops.tick[0]) if len(ops) else self.graph.tick + 1,
+                               t0=t0, t1=time.perf_counter())
+        self._pending.append(pending)
+        return pending
+
+    def drain(self) -> None:
+        """Finish the matching of every submitted batch (their results stay readable)."""
+        self.executor.drain()
+
+    def _finish(self, p: PendingBatch) -> BatchResult:
+        ops, ei, qids = p.ops, p.ei, p.qids
+        counts = np.zeros((len(ops), len(qids)), np.int64)
+        listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
+        if p.ticket is not None:
+            out = p.ticket.wait()
             sign = np.where(ops.op[ei] == UpdateOp.INSERT_EDGE, 1, -1).astype(np.int64)
             counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None]
-            listings = self._listings(ops, ei, qids, out)
+            listings = self._listings(ops, ei, qids, p.specs, out)
         t2 = time.perf_counter()
         raw = ops.raw
         first = np.r_[True, raw[1:] != raw[:-1]] if len(raw) else np.zeros(0, bool)
@@ -169,33 +196,32 @@ class Engine:
         last_of_raw = np.r_[raw[1:] != raw[:-1], True] if len(raw) else np.zeros(0, bool)
         raw_status = ops.status[last_of_raw]
         stats = BatchStats(
-            updates=len(batch), edge_updates=int(edge.sum()),
+            updates=len(p.batch), edge_updates=len(ei),
             applied=int((raw_status == UpdateStatus.APPLIED).sum()),
             ignored=int((raw_status == UpdateStatus.IGNORED).sum()),
             rejected=int((raw_status == UpdateStatus.REJECTED).sum()),
             positive=int(counts[counts > 0].sum()), negative=int(-counts[counts < 0].sum()),
-            resolve_seconds=t1 - t0, match_seconds=t2 - t1, tasks=ntasks)
-        return BatchResult(ops=ops, seq=batch.seq[raw], sub=sub, request_op=batch.op[raw],
+            resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1, tasks=p.ntasks)
+        return BatchResult(ops=ops, seq=p.batch.seq[raw], sub=sub, request_op=p.batch.op[raw],
                            query_ids=qids, counts=counts,
                            listings=listings, stats=stats)
 
-    def _match_edges(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
-                     qids: tuple[int, ...]) -> tuple[MatchOutput, MatchTasks]:
+    def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
+                    qids: tuple[int, ...]) -> MatchTasks:
         nq = len(qids)
         caps = np.array([s.spec.max_matches_per_update if s.spec.list_matches else -1
                          for s in self._queries.values()], np.int64)
         rep = lambda x: np.repeat(x[ei], nq)  # noqa: E731
-        tasks = MatchTasks(a=rep(ops.a), b=rep(ops.b), label=rep(ops.label), tick=rep(ops.tick),
-                           plan_lo=np.tile(ps.query_lo, len(ei)),
-                           plan_hi=np.tile(ps.query_hi, len(ei)), cap=np.tile(caps, len(ei)))
-        return self.executor.match(self.graph, ps, tasks), tasks
+        return MatchTasks(a=rep(ops.a), b=rep(ops.b), label=rep(ops.label), tick=rep(ops.tick),
+                          plan_lo=np.tile(ps.query_lo, len(ei)),
+                          plan_hi=np.tile(ps.query_hi, len(ei)), cap=np.tile(caps, len(ei)))
 
     def _listings(self, ops: OpTable, ei: npt.NDArray[np.int64], qids: tuple[int, ...],
-                  out: MatchOutput) -> dict[int, Listing]:
+                  specs: dict[int, QuerySpec], out: MatchOutput) -> dict[int, Listing]:
         res: dict[int, Listing] = {}
         nq = len(qids)
         for j, q in enumerate(qids):
-            spec = self._queries[q].spec
+            spec = specs[q]
             if not spec.list_matches:
                 continue
             t = np.arange(len(ei)) * nq + j
@@ -210,6 +236,29 @@ class Engine:
             res[q] = Listing(op_index=ei[keep], offsets=offsets, tuples=tuples,
                              truncated=out.counts[t] > n_rows)
         return res
+
+
+class PendingBatch:
+    """A submitted batch: ``result()`` waits for its matching and builds the result once."""
+
+    def __init__(self, engine: Engine, batch: UpdateBatch, ops: OpTable, qids: tuple[int, ...],
+                 specs: dict[int, QuerySpec], ei: npt.NDArray[np.int64], ticket: Ticket | None,
+                 ntasks: int, first_tick: int, t0: float, t1: float) -> None:
+        self._engine = engine
+        self.batch, self.ops, self.qids, self.specs, self.ei = batch, ops, qids, specs, ei
+        self.ticket, self.ntasks, self.first_tick, self.t0, self.t1 = (ticket, ntasks,
+                                                                      first_tick, t0, t1)
+        self._result: BatchResult | None = None
+
+    @property
+    def reading(self) -> bool:
+        """Its matching may still read graph versions (holds the watermark back)."""
+        return self.ticket is not None and not self.ticket.finished
+
+    def result(self) -> BatchResult:
+        if self._result is None:
+            self._result = self._engine._finish(self)
+        return self._result
 
 
 def _empty_ops(n: int = 0) -> OpTable:

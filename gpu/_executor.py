@@ -19,7 +19,8 @@ from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 from .exceptions import BackendError
 
-__all__ = ["EXECUTORS", "Executor", "MatchOutput", "MatchTasks", "create_executor"]
+__all__ = ["EXECUTORS", "Done", "Executor", "MatchOutput", "MatchTasks", "Ticket",
+           "create_executor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +46,44 @@ class MatchOutput:
     rows: npt.NDArray[np.int32]         # [total, 12] internal ids by query vertex
 
 
+class Ticket(Protocol):
+    """A submitted match; ``wait`` returns its output (the same object on every call)."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    def wait(self) -> MatchOutput: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A ticket whose output is already there (synchronous executors)."""
+
+    out: MatchOutput
+    finished: bool = True
+
+    def wait(self) -> MatchOutput:
+        return self.out
+
+
 class Executor(Protocol):
-    """What the engine needs from a backend."""
+    """What the engine needs from a backend.
+
+    ``submit`` may return before the matching ends (the GPU runs several batches at once,
+    each against its own ticks); ``drain`` waits for every ticket in flight. The engine
+    drains before anything that moves graph memory.
+    """
 
     name: str
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         """The host graph just applied ``ops``: mirror them (device backends)."""
 
-    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
-        """Exact counts (and capped listings) of every task against its own tick."""
+    def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Ticket:
+        """Start exact counts (and capped listings) of every task against its own tick."""
+
+    def drain(self) -> None:
+        """Finish every submitted ticket."""
 
 
 EXECUTORS: dict[str, Callable[[], Executor]] = {}

@@ -5,6 +5,10 @@ set) is cut into many slices so its search spreads over warps, and units are han
 idle warps by one atomic counter, heaviest first. Counting and listing are two
 launches, as on the CPU: counts are exact, then each listed task gets exactly
 ``min(count, cap)`` rows.
+
+Inter-batch parallelism (DCSM): ``submit`` installs nothing and waits for nothing; each
+batch runs on one of ``depth`` streams against its own ticks while the host resolves and
+installs the next one, so a straggler in one batch no longer idles the GPU.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import numpy.typing as npt
 
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import DeviceGraph
-from ._executor import EXECUTORS, MatchOutput, MatchTasks
+from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, Ticket
 from ._graph import HostGraph, OpTable
 from ._planner import F_MISC, F_NBCNT, F_NBOFF, PlanSet
 from ._types import MAX_QUERY_VERTICES
+from .exceptions import BackendError
 
 __all__ = ["GpuConfig", "GpuExecutor"]
 
@@ -38,6 +43,40 @@ class GpuConfig:
     #: level-2 candidates per work unit (estimated); smaller = finer load balance
     slice_size: int = 4
     max_slices: int = 4096
+    #: batches matched at once (each on its own stream with its share of stack_bytes)
+    depth: int = 4
+
+
+class _Slot:
+    """One batch in flight: its stream, its share of the candidate rows, its counter."""
+
+    def __init__(self, cp: Any, stack: Any) -> None:
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.stack = stack
+        with self.stream:
+            self.counter = cp.zeros(1, cp.uint32)
+        self.ticket: _GpuTicket | None = None
+
+
+class _GpuTicket:
+    def __init__(self, ex: GpuExecutor, slot: _Slot, graph: HostGraph, plans: PlanSet,
+                 tasks: MatchTasks, stride: int, keep: tuple[Any, ...], host_counts: Any,
+                 event: Any) -> None:
+        self.ex, self.slot, self.graph, self.plans, self.tasks = ex, slot, graph, plans, tasks
+        self.stride = stride
+        self.keep = keep              # device buffers the kernel reads: alive until done
+        self.host_counts = host_counts
+        self.event = event
+        self.out: MatchOutput | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.out is not None
+
+    def wait(self) -> MatchOutput:
+        if self.out is None:
+            self.out = self.ex._finish(self)
+        return self.out
 
 
 class GpuExecutor:
@@ -45,29 +84,50 @@ class GpuExecutor:
 
     def __init__(self, config: GpuConfig | None = None) -> None:
         self.cp = cp = cupy_or_raise()
-        self.config = config or GpuConfig()
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        self.graph = DeviceGraph(self.stream)
+        import cupyx
+
+        self._pinned = cupyx.empty_pinned
+        self.config = c = config or GpuConfig()
+        self.update_stream = cp.cuda.Stream(non_blocking=True)
+        self.graph = DeviceGraph(self.update_stream)
         self._match = kernel("match", "match_units")
-        dev = cp.cuda.Device()
-        self.sm_count = int(dev.attributes["MultiProcessorCount"])
-        self._stack = _stack(self.config.stack_bytes)
-        with self.stream:
-            self._counter = cp.zeros(1, cp.uint32)
+        self.sm_count = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        stack = _stack(c.stack_bytes)
+        part = len(stack) // c.depth
+        self._slots = [_Slot(cp, stack[i * part:(i + 1) * part]) for i in range(c.depth)]
+        self._next_slot = 0
+        self._installed: Any = None
         self._plans_key: PlanSet | None = None
         self._plans_dev: tuple[Any, ...] = ()
         self._l2: npt.NDArray[np.int8] = np.zeros(0, np.int8)
 
-    def on_update(self, graph: HostGraph, ops: OpTable) -> None:
-        self.graph.sync(graph, ops)
+    # -- graph ------------------------------------------------------------------
+    def _in_flight(self) -> list[_GpuTicket]:
+        return [s.ticket for s in self._slots if s.ticket is not None and s.ticket.out is None]
 
+    def drain(self) -> None:
+        for t in sorted(self._in_flight(), key=lambda t: id(t)):
+            t.wait()
+
+    def on_update(self, graph: HostGraph, ops: OpTable) -> None:
+        busy = self._in_flight()
+        # a kernel in flight may read the versions installed now: they must fit its rows,
+        # and a whole re-copy (new arrays) must wait until nothing reads the old ones
+        if busy and (self.graph.needs_full(graph)
+                     or graph.max_degree_bound() + 1 > min(t.stride for t in busy)):
+            self.drain()
+        self.graph.sync(graph, ops)
+        self._installed = self.update_stream.record()
+
+    # -- plans and work units ---------------------------------------------------------
     def _upload_plans(self, plans: PlanSet) -> None:
         if self._plans_key is plans:
             return
         cp = self.cp
-        with self.stream:
+        with self.update_stream:
             self._plans_dev = (cp.asarray(plans.table), cp.asarray(plans.nb_level),
                                cp.asarray(plans.nb_label))
+        self._installed = self.update_stream.record()
         # which of levels 0 / 1 level 2 intersects (bit 1 / bit 2): sizes the slices
         tbl = plans.table
         l2 = np.zeros(len(tbl), np.int8)
@@ -108,21 +168,28 @@ class GpuExecutor:
         out[3] = nsl[rep]
         return out
 
-    def _launch(self, units: npt.NDArray[np.int32], tasks: MatchTasks, graph: HostGraph,
-                counts: Any, rows: Any, row_off: Any, want: Any, slots: Any) -> None:
+    @staticmethod
+    def _stride(graph: HostGraph) -> int:
+        """Row length: the longest version now, with headroom for versions that later
+        batches install while this kernel still runs (more forces a drain first)."""
+        d = graph.max_degree_bound()
+        return (d + max(64, d // 4) + 31) // 32 * 32
+
+    def _launch(self, slot: _Slot, stride: int, units: npt.NDArray[np.int32],
+                tasks: MatchTasks, counts: Any, rows: Any, row_off: Any, want: Any,
+                slots: Any) -> tuple[Any, ...]:
         cp = self.cp
         nu = units.shape[1]
-        stride = (graph.max_degree_bound() + 32) // 32 * 32
         per_warp = M * stride
-        warps = min(self.sm_count * self.config.warps_per_sm, len(self._stack) // per_warp, nu)
+        warps = min(self.sm_count * self.config.warps_per_sm, len(slot.stack) // per_warp, nu)
         if warps < 1:
-            raise MemoryError(f"a vertex of degree {stride} needs more than the "
-                              f"{self.config.stack_bytes} bytes of stack_bytes")
+            raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
+                               f"stack_bytes/depth of device memory per warp")
         ints = np.concatenate([units.ravel(), tasks.a, tasks.b, tasks.label]).astype(np.int32)
         n = len(tasks)
         du = cp.asarray(ints)
         dk = cp.asarray(tasks.tick)
-        self._counter.fill(0)
+        slot.counter.fill(0)
         blocks = (warps + _WARPS_PER_BLOCK - 1) // _WARPS_PER_BLOCK
         table, nb_level, nb_label = self._plans_dev
         g = self.graph
@@ -132,37 +199,63 @@ class GpuExecutor:
             (du[0:nu], du[nu:2 * nu], du[2 * nu:3 * nu], du[3 * nu:4 * nu], np.int32(nu),
              du[4 * nu:4 * nu + n], du[4 * nu + n:4 * nu + 2 * n],
              du[4 * nu + 2 * n:4 * nu + 3 * n], dk, table, nb_level, nb_label,
-             *g.arrays(), self._stack, np.int64(stride), np.int64(warps), self._counter, counts,
+             *g.arrays(), slot.stack, np.int64(stride), np.int64(warps), slot.counter, counts,
              rows if rows is not None else null, row_off if row_off is not None else null,
              want if want is not None else null, slots if slots is not None else null))
+        return du, dk
 
-    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
+    # -- matching ------------------------------------------------------------------------
+    def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Ticket:
         cp = self.cp
         n = len(tasks)
-        zero = MatchOutput(np.zeros(n, np.int64), np.zeros(n, np.int64),
-                           np.zeros(n + 1, np.int64), np.zeros((0, M), np.int32))
         if n == 0:
-            return zero
+            return Done(MatchOutput(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                    np.zeros(1, np.int64), np.zeros((0, M), np.int32)))
         self._upload_plans(plans)
-        with self.stream:
-            units = self._units(graph, plans, tasks)
+        slot = self._slots[self._next_slot]
+        self._next_slot = (self._next_slot + 1) % len(self._slots)
+        if slot.ticket is not None:
+            slot.ticket.wait()
+        stride = self._stride(graph)
+        units = self._units(graph, plans, tasks)
+        with slot.stream:
+            if self._installed is not None:
+                slot.stream.wait_event(self._installed)
             dcounts = cp.zeros(n, cp.uint64)
+            keep: tuple[Any, ...] = (dcounts, *self._plans_dev, *self.graph.arrays())
             if units.shape[1]:
-                self._launch(units, tasks, graph, dcounts, None, None, None, None)
-            counts = dcounts.get(stream=self.stream).astype(np.int64)
-            listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
-            row_off = np.zeros(n + 1, np.int64)
-            np.cumsum(listed, out=row_off[1:])
-            total = int(row_off[-1])
-            rows = np.zeros((total, M), np.int32)
-            if total:
-                lunits = self._units(graph, plans, tasks, keep=listed > 0)
+                keep += self._launch(slot, stride, units, tasks, dcounts, None, None, None,
+                                     None)
+            host = self._pinned(n, np.uint64)
+            dcounts.get(stream=slot.stream, out=host, blocking=False)
+            event = slot.stream.record()
+        slot.ticket = _GpuTicket(self, slot, graph, plans, tasks, stride, keep, host, event)
+        return slot.ticket
+
+    def _finish(self, t: _GpuTicket) -> MatchOutput:
+        cp = self.cp
+        tasks, n = t.tasks, len(t.tasks)
+        t.event.synchronize()
+        counts = np.asarray(t.host_counts).astype(np.int64)
+        listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
+        row_off = np.zeros(n + 1, np.int64)
+        np.cumsum(listed, out=row_off[1:])
+        total = int(row_off[-1])
+        rows = np.zeros((total, M), np.int32)
+        if total:
+            lunits = self._units(t.graph, t.plans, tasks, keep=listed > 0)
+            with t.slot.stream:
                 drows = cp.zeros((total, M), cp.int32)
-                self._launch(lunits, tasks, graph, dcounts, drows, cp.asarray(row_off[:-1]),
-                             cp.asarray(listed), cp.zeros(n, cp.uint64))
-                rows = drows.get(stream=self.stream)
-            self.stream.synchronize()
+                self._launch(t.slot, self._stride(t.graph), lunits, tasks, t.keep[0], drows,
+                             cp.asarray(row_off[:-1]), cp.asarray(listed),
+                             cp.zeros(n, cp.uint64))
+                rows = drows.get(stream=t.slot.stream)
+            t.slot.stream.synchronize()
+        t.keep = ()
         return MatchOutput(counts, listed, row_off, rows)
+
+    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
+        return self.submit(graph, plans, tasks).wait()
 
 
 @functools.cache

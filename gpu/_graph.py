@@ -16,6 +16,7 @@ and entries with ``dt <= watermark`` are dropped whenever a version is copied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,8 @@ class HostGraph:
         self.meta = np.zeros(K.META_SIZE, np.int64)
         #: bumped whenever entries move or arrays are reallocated (device mirrors re-copy)
         self.layout = 0
+        #: called before that happens, so readers in flight can finish first
+        self.before_relayout: Callable[[], None] | None = None
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -84,8 +87,13 @@ class HostGraph:
         self.ct = np.zeros(cap, np.int64)
         self.dt = np.zeros(cap, np.int64)
 
-    def _grow(self, names: tuple[str, ...], cap: int) -> None:
+    def _relayout(self) -> None:
+        if self.before_relayout is not None:
+            self.before_relayout()
         self.layout += 1
+
+    def _grow(self, names: tuple[str, ...], cap: int) -> None:
+        self._relayout()
         for name in names:
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
@@ -107,7 +115,7 @@ class HostGraph:
             self._grow(("key", "elab", "ct", "dt"), 2 * len(self.key))
 
     def compact(self) -> None:
-        self.layout += 1
+        self._relayout()
         K.compact(self.meta, self.num_vertices, self.seg_off, self.seg_len, self.seg_cap,
                   self.key, self.elab, self.ct, self.dt)
 
@@ -212,7 +220,7 @@ class HostGraph:
         m = len(perm)
         if m > len(self.key):
             self._alloc_pool(max(2 * m, 4096))
-        self.layout += 1
+        self._relayout()
         self.key[:m] = key[perm]
         self.elab[:m] = np.concatenate([el, el])[perm]
         self.ct[:m] = 0

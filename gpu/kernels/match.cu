@@ -23,6 +23,8 @@
 #define FULL 0xffffffffu
 #define LOW32 0xffffffffLL
 #define WARPS_PER_BLOCK 4
+#define SEG_BITS 24
+#define SEG_MASK ((1LL << SEG_BITS) - 1)
 
 enum { F_VERTEX = 0, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP,
        F_NLFOFF, F_NLFCNT, F_MISC };
@@ -32,9 +34,13 @@ struct Graph {
     const int* elab;
     const long long* ct;
     const long long* dt;
-    const long long* seg_off;
-    const int* seg_len;
+    // per vertex: current version as (offset << 24 | length), one 64-bit word so that a
+    // reader never sees the offset of one version with the length of another while the
+    // updater installs the next batch
+    const long long* seg;
     const int* vlabel;
+    __device__ __forceinline__ long long off(int v) const { return seg[v] >> SEG_BITS; }
+    __device__ __forceinline__ int len(int v) const { return (int)(seg[v] & SEG_MASK); }
 };
 
 struct Plans {
@@ -71,8 +77,9 @@ __device__ __forceinline__ long long lower_bound(const long long* a, long long l
 
 __device__ __forceinline__ void label_range(const Graph& g, int v, int lab, long long& lo,
                                             long long& hi) {
-    long long off = g.seg_off[v];
-    long long end = off + g.seg_len[v];
+    long long sg = g.seg[v];
+    long long off = sg >> SEG_BITS;
+    long long end = off + (sg & SEG_MASK);
     if (lab == WILD) { lo = off; hi = end; return; }
     long long base = ((long long)lab) << 32;
     lo = lower_bound(g.key, off, end, base);
@@ -197,7 +204,7 @@ __device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
 
 // Degree and neighbour-label counts of x can cover level L's needs (upper bounds: safe).
 __device__ __forceinline__ bool label_filter(int x, int L, int p, const Plans& P, const Graph& g) {
-    if (g.seg_len[x] < P.at(p, F_DEGREE, L)) return false;
+    if (g.len(x) < P.at(p, F_DEGREE, L)) return false;
     int off = P.at(p, F_NLFOFF, L);
     int cnt = P.at(p, F_NLFCNT, L);
     for (int j = 0; j < cnt; ++j) {
@@ -335,7 +342,7 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
                 for (int i = s.ilo[L] + lane; i < s.ihi[L]; i += 32) {
                     long long kx = buf[i];
                     int x = (int)(kx & LOW32);
-                    if (!valid(x, L, L, p, s, P) || g.seg_len[x] < deg) continue;
+                    if (!valid(x, L, L, p, s, P) || g.len(x) < deg) continue;
                     long long q = lower_bound(tb, tlo, thi, kx);
                     bool both = q < thi && tb[q] == kx && (tlab != WILD || valid(x, last, L, p, s, P));
                     total += both ? base - 1 : base;
@@ -395,7 +402,7 @@ extern "C" __global__ void match_units(
     const int* pl, const int* nb_level, const int* nb_label,
     // graph
     const long long* key, const int* elab, const long long* ct, const long long* dt,
-    const long long* seg_off, const int* seg_len, const int* vlabel,
+    const long long* seg, const int* vlabel,
     // per-warp candidate rows and the scheduler's counter
     long long* stack, long long stride, long long n_warps, unsigned int* next_unit,
     // outputs: counts per task; listing (rows may be null for count mode)
@@ -408,7 +415,7 @@ extern "C" __global__ void match_units(
     long long warp = (long long)blockIdx.x * WARPS_PER_BLOCK + wib;
     if (warp >= n_warps) return;   // the stack holds rows for n_warps warps only
     long long* raw = stack + warp * (long long)M * stride;
-    Graph g{key, elab, ct, dt, seg_off, seg_len, vlabel};
+    Graph g{key, elab, ct, dt, seg, vlabel};
     Plans P{pl, nb_level, nb_label};
     while (true) {
         unsigned int u = 0;
@@ -430,29 +437,35 @@ extern "C" __global__ void match_units(
     }
 }
 
-// Graph updater: install the entries of new neighbour-array versions (and in-place lifetime
-// ends) that the host resolved, plus each touched vertex's version pointer and label. The
-// host sends one packed int64 buffer: dst, key, ct, dt, elab per entry, then id, off, len,
-// label per vertex, so a batch costs one copy and one launch.
-extern "C" __global__ void install_versions(const long long* buf, long long n_entries,
-                                            long long n_vertices, long long* key, int* elab,
-                                            long long* ct, long long* dt, long long* seg_off,
-                                            int* seg_len, int* vlabel) {
+// Graph updater, in two launches on one stream: install_entries writes the entries of new
+// neighbour-array versions (fresh pool space) and in-place lifetime ends; install_vertices
+// then publishes each touched vertex's version word and label. Stream order makes every
+// entry visible before the word that points at it, so kernels of earlier batches still
+// running read either the old version or the complete new one (both exact for their tick).
+// The host sends one packed int64 buffer: dst, key, ct, dt, elab per entry, then id, seg
+// word, label per vertex.
+extern "C" __global__ void install_entries(const long long* buf, long long n_entries,
+                                           long long* key, int* elab, long long* ct,
+                                           long long* dt) {
     long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long step = (long long)gridDim.x * blockDim.x;
-    const long long* e = buf;
-    const long long* v = buf + 5 * n_entries;
     for (long long i = tid; i < n_entries; i += step) {
-        long long d = e[i];
-        key[d] = e[n_entries + i];
-        ct[d] = e[2 * n_entries + i];
-        dt[d] = e[3 * n_entries + i];
-        elab[d] = (int)e[4 * n_entries + i];
+        long long d = buf[i];
+        key[d] = buf[n_entries + i];
+        ct[d] = buf[2 * n_entries + i];
+        elab[d] = (int)buf[4 * n_entries + i];
+        dt[d] = buf[3 * n_entries + i];
     }
+}
+
+extern "C" __global__ void install_vertices(const long long* buf, long long n_entries,
+                                            long long n_vertices, long long* seg, int* vlabel) {
+    long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long step = (long long)gridDim.x * blockDim.x;
+    const long long* v = buf + 5 * n_entries;
     for (long long i = tid; i < n_vertices; i += step) {
         int x = (int)v[i];
-        seg_off[x] = v[n_vertices + i];
-        seg_len[x] = (int)v[2 * n_vertices + i];
-        vlabel[x] = (int)v[3 * n_vertices + i];
+        vlabel[x] = (int)v[2 * n_vertices + i];
+        seg[x] = v[n_vertices + i];
     }
 }
