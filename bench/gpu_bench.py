@@ -116,9 +116,9 @@ def yeast(d: Path, repeat: int) -> list[str]:
     return rows
 
 
-def _big_dataset(edges: int):  # type: ignore[no-untyped-def]
+def _big_dataset(edges: int, max_query: int = 5):  # type: ignore[no-untyped-def]
     cfg = GenConfig(vertices=edges // 5, edges=edges, labels=8, queries=4, min_query=3,
-                    max_query=5, insert_ratio=0.45, delete_ratio=0.05, seed=7)
+                    max_query=max_query, insert_ratio=0.45, delete_ratio=0.05, seed=7)
     return cfg, generate(cfg)
 
 
@@ -197,11 +197,12 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
     return done - arrivals
 
 
-def latency(edges: int, count: int, b: int, wait: float, plots: Path | None) -> list[str]:
-    cfg, ds = _big_dataset(edges)
+def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
+            max_query: int) -> list[str]:
+    cfg, ds = _big_dataset(edges, max_query)
     qs = [q for _, q in ds.queries]
     rng = np.random.default_rng(1)
-    rows = [f"Same generated graph and queries; up to {count:,} updates (about 2 s of "
+    rows = [f"Same generated graph, queries of 3-{max_query} vertices; up to {count:,} updates (about 2 s of "
             "arrivals) per rate with exponential "
             f"inter-arrival times; b={b}, t={wait * 1e3:g} ms; response time = arrival to "
             "delta ready in the engine.", "",
@@ -235,7 +236,7 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None) -> 
         ax.legend()
         ax.set_title("GPU response time vs update rate")
         fig.tight_layout()
-        fig.savefig(plots / "gpu_response_time.png", dpi=120)
+        fig.savefig(plots / f"gpu_response_time_q{max_query}.png", dpi=120)
     return rows
 
 
@@ -265,8 +266,10 @@ def main() -> None:
         lines += ["", "### Throughput against the updater batch size b", ""]
         lines += batch_sweep(args.edges, args.window, args.plots)
     if "latency" in secs:
-        lines += ["", "### Response time against the update rate", ""]
-        lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots)
+        for mq in (3, 5):
+            lines += ["", f"### Response time against the update rate (queries of 3-{mq} "
+                      "vertices)", ""]
+            lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots, mq)
     lines.append(END)
     text = args.out.read_text() if args.out.exists() else "# Benchmarks\n\n"
     if BEGIN in text:

@@ -36,8 +36,9 @@ _WARPS_PER_BLOCK = 4  # must equal WARPS_PER_BLOCK in kernels/match.cu
 
 @dataclass(frozen=True, slots=True)
 class GpuConfig:
-    #: device memory for the warps' candidate rows; fewer warps run if rows are long
-    stack_bytes: int = 1 << 30
+    #: device memory for the warps' candidate rows (0: a quarter of the free memory, at
+    #: most 8 GiB); fewer warps run where rows are long (hubs)
+    stack_bytes: int = 0
     #: resident warps per SM to aim for
     warps_per_sm: int = 32
     #: level-2 candidates per work unit (estimated); smaller = finer load balance
@@ -92,7 +93,8 @@ class GpuExecutor:
         self.graph = DeviceGraph(self.update_stream)
         self._match = kernel("match", "match_units")
         self.sm_count = int(cp.cuda.Device().attributes["MultiProcessorCount"])
-        stack = _stack(c.stack_bytes)
+        nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
+        stack = _stack(nbytes)
         part = len(stack) // c.depth
         self._slots = [_Slot(cp, stack[i * part:(i + 1) * part]) for i in range(c.depth)]
         self._next_slot = 0
@@ -180,7 +182,8 @@ class GpuExecutor:
                 slots: Any) -> tuple[Any, ...]:
         cp = self.cp
         nu = units.shape[1]
-        per_warp = M * stride
+        levels = int(self._plans_key.n.max()) if self._plans_key is not None else M
+        per_warp = levels * stride
         warps = min(self.sm_count * self.config.warps_per_sm, len(slot.stack) // per_warp, nu)
         if warps < 1:
             raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
@@ -199,7 +202,8 @@ class GpuExecutor:
             (du[0:nu], du[nu:2 * nu], du[2 * nu:3 * nu], du[3 * nu:4 * nu], np.int32(nu),
              du[4 * nu:4 * nu + n], du[4 * nu + n:4 * nu + 2 * n],
              du[4 * nu + 2 * n:4 * nu + 3 * n], dk, table, nb_level, nb_label,
-             *g.arrays(), slot.stack, np.int64(stride), np.int64(warps), slot.counter, counts,
+             *g.arrays(), slot.stack, np.int64(stride), np.int64(levels), np.int64(warps),
+             slot.counter, counts,
              rows if rows is not None else null, row_off if row_off is not None else null,
              want if want is not None else null, slots if slots is not None else null))
         return du, dk

@@ -404,7 +404,8 @@ extern "C" __global__ void match_units(
     const long long* key, const int* elab, const long long* ct, const long long* dt,
     const long long* seg, const int* vlabel,
     // per-warp candidate rows and the scheduler's counter
-    long long* stack, long long stride, long long n_warps, unsigned int* next_unit,
+    long long* stack, long long stride, long long levels, long long n_warps,
+    unsigned int* next_unit,
     // outputs: counts per task; listing (rows may be null for count mode)
     unsigned long long* t_count, int* rows, const long long* t_row_off, const long long* t_want,
     unsigned long long* t_slots) {
@@ -414,7 +415,7 @@ extern "C" __global__ void match_units(
     WarpState& s = states[wib];
     long long warp = (long long)blockIdx.x * WARPS_PER_BLOCK + wib;
     if (warp >= n_warps) return;   // the stack holds rows for n_warps warps only
-    long long* raw = stack + warp * (long long)M * stride;
+    long long* raw = stack + warp * levels * stride;   // rows 0..levels-1 (query size)
     Graph g{key, elab, ct, dt, seg, vlabel};
     Plans P{pl, nb_level, nb_label};
     while (true) {
