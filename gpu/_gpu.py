@@ -177,12 +177,12 @@ class GpuExecutor:
         d = graph.max_degree_bound()
         return (d + max(64, d // 4) + 31) // 32 * 32
 
-    def _launch(self, slot: _Slot, stride: int, units: npt.NDArray[np.int32],
+    def _launch(self, slot: _Slot, stride: int, levels: int, plans_dev: tuple[Any, ...],
+                units: npt.NDArray[np.int32],
                 tasks: MatchTasks, counts: Any, rows: Any, row_off: Any, want: Any,
                 slots: Any) -> tuple[Any, ...]:
         cp = self.cp
         nu = units.shape[1]
-        levels = int(self._plans_key.n.max()) if self._plans_key is not None else M
         per_warp = levels * stride
         warps = min(self.sm_count * self.config.warps_per_sm, len(slot.stack) // per_warp, nu)
         if warps < 1:
@@ -194,7 +194,7 @@ class GpuExecutor:
         dk = cp.asarray(tasks.tick)
         slot.counter.fill(0)
         blocks = (warps + _WARPS_PER_BLOCK - 1) // _WARPS_PER_BLOCK
-        table, nb_level, nb_label = self._plans_dev
+        table, nb_level, nb_label = plans_dev
         g = self.graph
         null = np.uint64(0)
         self._match(
@@ -228,8 +228,8 @@ class GpuExecutor:
             dcounts = cp.zeros(n, cp.uint64)
             keep: tuple[Any, ...] = (dcounts, *self._plans_dev, *self.graph.arrays())
             if units.shape[1]:
-                keep += self._launch(slot, stride, units, tasks, dcounts, None, None, None,
-                                     None)
+                keep += self._launch(slot, stride, int(plans.n.max()), self._plans_dev, units,
+                                     tasks, dcounts, None, None, None, None)
             host = self._pinned(n, np.uint64)
             dcounts.get(stream=slot.stream, out=host, blocking=False)
             event = slot.stream.record()
@@ -250,7 +250,8 @@ class GpuExecutor:
             lunits = self._units(t.graph, t.plans, tasks, keep=listed > 0)
             with t.slot.stream:
                 drows = cp.zeros((total, M), cp.int32)
-                self._launch(t.slot, self._stride(t.graph), lunits, tasks, t.keep[0], drows,
+                self._launch(t.slot, self._stride(t.graph), int(t.plans.n.max()), t.keep[1:4],
+                             lunits, tasks, t.keep[0], drows,
                              cp.asarray(row_off[:-1]), cp.asarray(listed),
                              cp.zeros(n, cp.uint64))
                 rows = drows.get(stream=t.slot.stream)
