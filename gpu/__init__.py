@@ -1,7 +1,7 @@
 """Matching runtime: exact continuous subgraph matching on the CPU or a GPU."""
 
 from . import _cpu, _gpu  # noqa: F401  (register the "cpu" and "gpu" executors)
-from ._engine import Engine, QuerySpec, RegisteredQuery, warm_up
+from ._engine import Engine, PendingBatch, QuerySpec, RegisteredQuery, warm_up
 from ._executor import EXECUTORS, Executor, MatchOutput, MatchTasks, create_executor
 from ._graph import HostGraph, LoadStats, OpTable
 from ._query import Query
@@ -38,6 +38,7 @@ __all__ = [
     "MatchOutput",
     "MatchTasks",
     "OpTable",
+    "PendingBatch",
     "Query",
     "QueryError",
     "QuerySpec",

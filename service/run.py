@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from gpu import BatchStats, CountMode, Engine, QuerySpec, UpdateBatch, warm_up
+from gpu import (
+    BatchResult,
+    BatchStats,
+    CountMode,
+    Engine,
+    PendingBatch,
+    QuerySpec,
+    UpdateBatch,
+    warm_up,
+)
 from streams import GraphData, iter_chunks, read_graph, read_query, read_stream, write_deltas
 
 __all__ = ["RunConfig", "RunReport", "run_engine", "run_files"]
+
+_IN_FLIGHT = 4  # batches matched at once (GpuConfig.depth); 1 result read per submit
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +90,8 @@ def run_engine(engine: Engine, graph: GraphData, queries: Sequence[tuple[str, ob
     total = BatchStats()
     per_q = {r.id: [0, 0] for r in regs}
     written = 0
-    seconds = 0.0
-    for chunk in iter_chunks(stream, cfg.batch_size):
-        t = time.perf_counter()
-        res = engine.apply(chunk)
-        seconds += time.perf_counter() - t
+    def consume(res: BatchResult, n: int) -> None:
+        nonlocal total, written
         total = total + res.stats
         for j, q in enumerate(res.query_ids):
             col = res.counts[:, j]
@@ -91,7 +100,20 @@ def run_engine(engine: Engine, graph: GraphData, queries: Sequence[tuple[str, ob
         if deltas is not None:
             written += write_deltas(deltas, res)
         if progress is not None:
-            progress(len(chunk))
+            progress(n)
+
+    # a few batches in flight (the GPU matches them at once); results are read in order
+    t = time.perf_counter()
+    window: deque[tuple[PendingBatch, int]] = deque()
+    for chunk in iter_chunks(stream, cfg.batch_size):
+        window.append((engine.submit(chunk), len(chunk)))
+        if len(window) > _IN_FLIGHT:
+            p, n = window.popleft()
+            consume(p.result(), n)
+    while window:
+        p, n = window.popleft()
+        consume(p.result(), n)
+    seconds = time.perf_counter() - t
     return RunReport(
         backend=engine.backend, mode=cfg.mode.value, graph_vertices=load.vertices,
         graph_edges=load.edges, updates=total.updates, edge_updates=total.edge_updates,
