@@ -19,9 +19,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu import CountMode, Engine, QuerySpec  # noqa: E402
-from streams import GenConfig, generate, iter_chunks, read_graph, read_query, read_stream  # noqa: E402
+from _harness import time_run, write_section  # noqa: E402
+
+from gpu import CountMode  # noqa: E402
+from streams import GenConfig, generate, read_graph, read_query, read_stream  # noqa: E402
 
 RAPIDFLOW_INSERT_SECONDS = 0.75
 BEGIN, END = "<!-- cpu-bench:begin -->", "<!-- cpu-bench:end -->"
@@ -41,22 +44,6 @@ def _machine() -> str:
             f"{numba.get_num_threads()} threads, Python {platform.python_version()}")
 
 
-def _time_run(graph, queries, stream, mode, repeat, batch):  # type: ignore[no-untyped-def]
-    best, pos, neg = float("inf"), 0, 0
-    for _ in range(repeat):
-        eng = Engine("cpu")
-        eng.load_graph(graph.vertex_ids, graph.vertex_labels, graph.src, graph.dst, graph.label)
-        for q in queries:
-            eng.register(QuerySpec(q, mode))
-        t = time.perf_counter()
-        pos = neg = 0
-        for chunk in iter_chunks(stream, batch):
-            r = eng.apply(chunk)
-            pos, neg = pos + r.stats.positive, neg + r.stats.negative
-        best = min(best, time.perf_counter() - t)
-    return best, pos, neg
-
-
 def yeast(d: Path, repeat: int) -> list[str]:
     qs = [read_query(d / "query_graphs" / f"query_graph-{i}.graph") for i in range(20)]
     rows = ["| scenario | updates | embeddings (+/-) | seconds, 20 runs | updates/s | "
@@ -66,7 +53,7 @@ def yeast(d: Path, repeat: int) -> list[str]:
         graph, stream = read_graph(d / g), read_stream(d / s)
         total, pos, neg = 0.0, 0, 0
         for q in qs:
-            t, p, n = _time_run(graph, [q], stream, CountMode.EMBEDDINGS, repeat, len(stream))
+            t, p, n = time_run("cpu", graph, [q], stream, CountMode.EMBEDDINGS, repeat, len(stream))
             total, pos, neg = total + t, pos + p, neg + n
         ratio = RAPIDFLOW_INSERT_SECONDS / total
         rows.append(f"| {name} | {len(stream):,} x 20 | +{pos:,} / -{neg:,} | {total:.3f} | "
@@ -74,7 +61,7 @@ def yeast(d: Path, repeat: int) -> list[str]:
         print(rows[-1], flush=True)
     graph = read_graph(d / "initial_graph.graph")
     stream = read_stream(d / "insertion_graph.graph")
-    t, p, _ = _time_run(graph, qs, stream, CountMode.EMBEDDINGS, repeat, 64)
+    t, p, _ = time_run("cpu", graph, qs, stream, CountMode.EMBEDDINGS, repeat, 64)
     rows.append(f"| insertion, all 20 queries standing at once, batches of 64 | "
                 f"{len(stream):,} | +{p:,} | {t:.3f} | {len(stream) / t:,.0f} | "
                 f"{RAPIDFLOW_INSERT_SECONDS / t:.2f}x |")
@@ -93,7 +80,7 @@ def generated(repeat: int) -> list[str]:
             "| batch size | updates | matches (+/-) | seconds | updates/s |",
             "|---|---|---|---|---|"]
     for batch in (64, 1024):
-        t, p, n = _time_run(ds.initial, [q for _, q in ds.queries], ds.stream,
+        t, p, n = time_run("cpu", ds.initial, [q for _, q in ds.queries], ds.stream,
                             CountMode.SUBGRAPHS, 1, batch)
         rows.append(f"| {batch} | {len(ds.stream):,} | +{p:,} / -{n:,} | {t:.3f} | "
                     f"{len(ds.stream) / t:,.0f} |")
@@ -109,10 +96,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args()
     # warm the numba cache so compile time is not measured
-    _time_run(generate(GenConfig(vertices=200, edges=600, queries=2, seed=1)).initial,
+    time_run("cpu", generate(GenConfig(vertices=200, edges=600, queries=2, seed=1)).initial,
               [], generate(GenConfig(vertices=200, edges=600, seed=1)).stream,
               CountMode.EMBEDDINGS, 1, 64)
-    lines = [BEGIN, "## CPU executor", "",
+    lines = ["## CPU executor", "",
              f"Command: `python bench/cpu_bench.py --repeat {args.repeat}`  ",
              f"Machine: {_machine()}  ", f"Date: {time.strftime('%Y-%m-%d')}", ""]
     if (args.yeast / "initial_graph.graph").exists():
@@ -123,14 +110,8 @@ def main() -> None:
         lines += yeast(args.yeast, args.repeat)
     else:
         lines += [f"Yeast data not found at {args.yeast}; skipped."]
-    lines += ["", *generated(args.repeat), END]
-    text = args.out.read_text() if args.out.exists() else "# Benchmarks\n\n"
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + "\n".join(lines) + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + "\n".join(lines) + "\n"
-    args.out.write_text(text)
+    lines += ["", *generated(args.repeat)]
+    write_section(args.out, BEGIN, END, lines)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _harness import PIPELINE, engine, time_run, write_section  # noqa: E402
 
 from gpu import CountMode, Engine, QuerySpec, UpdateBatch, warm_up  # noqa: E402
-from streams import GenConfig, generate, iter_chunks, read_graph, read_query, read_stream  # noqa: E402
+from streams import GenConfig, generate, read_graph, read_query, read_stream  # noqa: E402
 
 RAPIDFLOW_INSERT_SECONDS = 0.75
 BACKEND = os.environ.get("CSM_BENCH_BACKEND", "gpu")  # "cpu" only to smoke-test this script
-PIPELINE = 4  # batches in flight (GpuConfig.depth)
 BEGIN, END = "<!-- gpu-bench:begin -->", "<!-- gpu-bench:end -->"
 
 
@@ -45,33 +47,6 @@ def _device() -> str:
             f"{os.cpu_count()} CPU cores, Python {platform.python_version()}")
 
 
-def _engine(backend, graph, queries, mode):  # type: ignore[no-untyped-def]
-    eng = Engine(backend)
-    eng.load_graph(graph.vertex_ids, graph.vertex_labels, graph.src, graph.dst, graph.label)
-    for q in queries:
-        eng.register(QuerySpec(q, mode))
-    return eng
-
-
-def _time_run(backend, graph, queries, stream, mode, repeat, batch):  # type: ignore[no-untyped-def]
-    best, pos, neg = float("inf"), 0, 0
-    for _ in range(repeat):
-        eng = _engine(backend, graph, queries, mode)
-        t = time.perf_counter()
-        pos = neg = 0
-        window: list = []   # batches in flight; results read in order (DCSM pipelining)
-        for chunk in iter_chunks(stream, batch):
-            window.append(eng.submit(chunk))
-            if len(window) > PIPELINE:
-                r = window.pop(0).result()
-                pos, neg = pos + r.stats.positive, neg + r.stats.negative
-        for p in window:
-            r = p.result()
-            pos, neg = pos + r.stats.positive, neg + r.stats.negative
-        best = min(best, time.perf_counter() - t)
-    return best, pos, neg
-
-
 def yeast(d: Path, repeat: int) -> list[str]:
     qs = [read_query(d / "query_graphs" / f"query_graph-{i}.graph") for i in range(20)]
     rows = ["| scenario | backend | updates | embeddings (+/-) | seconds, 20 runs | "
@@ -82,7 +57,7 @@ def yeast(d: Path, repeat: int) -> list[str]:
         for backend in ("gpu", "cpu"):
             total, pos, neg = 0.0, 0, 0
             for q in qs:
-                t, p, n = _time_run(backend, graph, [q], stream, CountMode.EMBEDDINGS, repeat,
+                t, p, n = time_run(backend, graph, [q], stream, CountMode.EMBEDDINGS, repeat,
                                     len(stream))
                 total, pos, neg = total + t, pos + p, neg + n
             rows.append(f"| {name} | {backend} | {len(stream):,} x 20 | +{pos:,} / -{neg:,} | "
@@ -109,7 +84,7 @@ def yeast(d: Path, repeat: int) -> list[str]:
                         f"{RAPIDFLOW_INSERT_SECONDS / best:.1f}x |")
             print(rows[-1], flush=True)
     for b in (64, len(stream)):
-        t, p, _ = _time_run(BACKEND, graph, qs, stream, CountMode.EMBEDDINGS, repeat, b)
+        t, p, _ = time_run(BACKEND, graph, qs, stream, CountMode.EMBEDDINGS, repeat, b)
         rows.append(f"| insertion, 20 queries standing at once, b={b} | gpu | {len(stream):,} | "
                     f"+{p:,} | {t:.3f} | {RAPIDFLOW_INSERT_SECONDS / t:.1f}x |")
         print(rows[-1], flush=True)
@@ -134,7 +109,7 @@ def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
             "|---|---|---|---|---|"]
     res = []
     for b in (1, 8, 64, 512, 4096):
-        t, p, n = _time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)
+        t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)
         res.append((b, t, p, n))
         print(b, t, p, n, flush=True)
     top = len(stream) / res[-1][1]
@@ -210,7 +185,7 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
             "|---|---|---|---|---|"]
     pts = []
     for rate in (1e3, 1e4, 1e5, 3e5, 1e6, 1e7):
-        eng = _engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)
+        eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)
         n = int(min(count, max(2000, rate * 2.0)))   # at most ~2 s of arrivals per rate
         stream = ds.stream.slice(0, n)
         arr = np.cumsum(rng.exponential(1 / rate, n))
@@ -254,7 +229,7 @@ def main() -> None:
     warm_up("cpu")
     warm_up(BACKEND)
     secs = args.sections.split(",")
-    lines = [BEGIN, "## GPU executor", "",
+    lines = ["## GPU executor", "",
              f"Command: `python bench/gpu_bench.py --sections {args.sections}`  ",
              f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}", ""]
     if "yeast" in secs:
@@ -270,14 +245,7 @@ def main() -> None:
             lines += ["", f"### Response time against the update rate (queries of 3-{mq} "
                       "vertices)", ""]
             lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots, mq)
-    lines.append(END)
-    text = args.out.read_text() if args.out.exists() else "# Benchmarks\n\n"
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + "\n".join(lines) + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + "\n".join(lines) + "\n"
-    args.out.write_text(text)
+    write_section(args.out, BEGIN, END, lines)
 
 
 if __name__ == "__main__":

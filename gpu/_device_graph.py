@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._cuda import cupy_or_raise, kernel
-from ._graph import HostGraph, OpTable
+from ._graph import HostGraph, OpTable, ranges
 from .exceptions import BackendError
 
 __all__ = ["SEG_BITS", "DeviceGraph"]
@@ -88,7 +88,7 @@ class DeviceGraph:
         v = np.unique(ends[ends >= 0]).astype(np.int64)
         off = graph.seg_off[v]
         ln = graph.seg_len[v]
-        idx = _ranges(off, ln.astype(np.int64))
+        idx = ranges(off, ln.astype(np.int64))
         ne, nv = len(idx), len(v)
         buf = np.empty(5 * ne + 3 * nv, np.int64)
         buf[:ne] = idx
@@ -110,12 +110,3 @@ class DeviceGraph:
             self._vertices(grid(nv), (threads,), (dbuf, np.int64(ne), np.int64(nv), self.seg,
                                                   self.vlabel))
         self.last_bytes = buf.nbytes
-
-
-def _ranges(off: npt.NDArray[np.int64], ln: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Concatenation of [off[i], off[i] + ln[i]) for every i."""
-    total = int(ln.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    starts = np.cumsum(ln) - ln
-    return np.repeat(off - starts, ln) + np.arange(total, dtype=np.int64)

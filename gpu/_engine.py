@@ -165,8 +165,9 @@ class Engine:
         ei = np.flatnonzero(edge)
         ticket, ntasks = None, 0
         if qids and len(ei):
-            tasks = self._edge_tasks(ops, ei, self._plan_set(), qids)
-            ticket = self.executor.submit(self.graph, self._plan_set(), tasks)
+            ps = self._plan_set()
+            tasks = self._edge_tasks(ops, ei, ps, qids)
+            ticket = self.executor.submit(self.graph, ps, tasks)
             ntasks = len(tasks)
         pending = PendingBatch(self, batch, ops, qids, specs, ei, ticket, ntasks,
                                first_tick=int(ops.tick[0]) if len(ops) else self.graph.tick + 1,

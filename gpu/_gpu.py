@@ -94,21 +94,20 @@ class GpuExecutor:
         self._match = kernel("match", "match_units")
         self.sm_count = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
-        stack = _stack(nbytes)
-        part = len(stack) // c.depth
-        self._slots = [_Slot(cp, stack[i * part:(i + 1) * part]) for i in range(c.depth)]
+        self._slots = _slot_pool(nbytes, c.depth)
         self._next_slot = 0
         self._installed: Any = None
         self._plans_key: PlanSet | None = None
         self._plans_dev: tuple[Any, ...] = ()
-        self._l2: npt.NDArray[np.int8] = np.zeros(0, np.int8)
 
     # -- graph ------------------------------------------------------------------
     def _in_flight(self) -> list[_GpuTicket]:
-        return [s.ticket for s in self._slots if s.ticket is not None and s.ticket.out is None]
+        """This executor's tickets still running (the slots are shared by the process)."""
+        return [s.ticket for s in self._slots
+                if s.ticket is not None and s.ticket.ex is self and not s.ticket.finished]
 
     def drain(self) -> None:
-        for t in sorted(self._in_flight(), key=lambda t: id(t)):
+        for t in self._in_flight():
             t.wait()
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
@@ -130,29 +129,20 @@ class GpuExecutor:
             self._plans_dev = (cp.asarray(plans.table), cp.asarray(plans.nb_level),
                                cp.asarray(plans.nb_label))
         self._installed = self.update_stream.record()
-        # which of levels 0 / 1 level 2 intersects (bit 1 / bit 2): sizes the slices
-        tbl = plans.table
-        l2 = np.zeros(len(tbl), np.int8)
-        for p in range(len(tbl)):
-            if tbl[p, F_MISC, 0] > 2:
-                off, cnt = tbl[p, F_NBOFF, 2], tbl[p, F_NBCNT, 2]
-                for lvl in plans.nb_level[off:off + cnt]:
-                    l2[p] |= 1 << int(lvl)
-        self._l2 = l2
         self._plans_key = plans
 
     def _units(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
-               keep: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int32]:
+               only: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int32]:
         """[4, U] int32: task, plan, slice, slices; heaviest units first."""
         nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
-        if keep is not None:
-            nplans = np.where(keep, nplans, 0)
+        if only is not None:
+            nplans = np.where(only, nplans, 0)
         owner = np.repeat(np.arange(len(tasks), dtype=np.int64), nplans)
         first = np.repeat(np.cumsum(nplans) - nplans, nplans)
         plan = np.repeat(tasks.plan_lo.astype(np.int64), nplans) + np.arange(len(owner)) - first
         la = graph.seg_len[tasks.a[owner]].astype(np.int64)
         lb = graph.seg_len[tasks.b[owner]].astype(np.int64)
-        l2 = self._l2[plan]
+        l2 = _level2_sources(plans)[plan]
         big = np.int64(1) << 40
         est = np.minimum(np.where(l2 & 1, la, big), np.where(l2 & 2, lb, big))
         deep = plans.n[plan] >= 4
@@ -247,7 +237,7 @@ class GpuExecutor:
         total = int(row_off[-1])
         rows = np.zeros((total, M), np.int32)
         if total:
-            lunits = self._units(t.graph, t.plans, tasks, keep=listed > 0)
+            lunits = self._units(t.graph, t.plans, tasks, only=listed > 0)
             with t.slot.stream:
                 drows = cp.zeros((total, M), cp.int32)
                 self._launch(t.slot, self._stride(t.graph), int(t.plans.n.max()), t.keep[1:4],
@@ -259,15 +249,32 @@ class GpuExecutor:
         t.keep = ()
         return MatchOutput(counts, listed, row_off, rows)
 
-    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
-        return self.submit(graph, plans, tasks).wait()
+
+
+def _level2_sources(plans: PlanSet) -> npt.NDArray[np.int64]:
+    """Per plan, which of levels 0 / 1 level 2 intersects (bit 1 / bit 2): sizes slices.
+
+    Level 2's backward neighbours are among levels 0 and 1, so at most two entries.
+    """
+    tbl = plans.table
+    off, cnt = tbl[:, F_NBOFF, 2], tbl[:, F_NBCNT, 2]
+    deep = tbl[:, F_MISC, 0] > 2
+    first = np.where(deep & (cnt >= 1), 1 << plans.nb_level[off].astype(np.int64), 0)
+    second = np.where(deep & (cnt >= 2),
+                      1 << plans.nb_level[np.minimum(off + 1, len(plans.nb_level) - 1)]
+                      .astype(np.int64), 0)
+    return first | second
 
 
 @functools.cache
-def _stack(nbytes: int) -> Any:
-    """The warps' candidate rows, allocated once per process and size (engines share it:
-    an executor's launches are serialised on the host)."""
-    return cupy_or_raise().empty(nbytes // 8, np.int64)
+def _slot_pool(nbytes: int, depth: int) -> list[_Slot]:
+    """The streams and candidate rows of batches in flight, one pool per process: every
+    executor takes turns on the same slots, and a slot's next user first waits for its
+    ticket, so no two kernels ever share rows."""
+    cp = cupy_or_raise()
+    stack = cp.empty(nbytes // 8, np.int64)
+    part = len(stack) // depth
+    return [_Slot(cp, stack[i * part:(i + 1) * part]) for i in range(depth)]
 
 
 def _factory() -> GpuExecutor:

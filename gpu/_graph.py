@@ -27,7 +27,7 @@ from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
 from ._types import INF_TICK, UpdateBatch
 
-__all__ = ["HostGraph", "LoadStats", "OpTable"]
+__all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,13 +241,17 @@ class HostGraph:
         """Directed (a, b, label) for every alive edge, both orientations."""
         n = self.num_vertices
         lens = self.seg_len[:n].astype(np.int64)
-        starts = self.seg_off[:n]
         owner = np.repeat(np.arange(n, dtype=np.int32), lens)
-        idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + \
-            np.arange(int(lens.sum()), dtype=np.int64)
+        idx = ranges(self.seg_off[:n], lens)
         alive = self.dt[idx] == INF_TICK
         idx = idx[alive]
         return owner[alive], (self.key[idx] & 0xFFFFFFFF).astype(np.int32), self.elab[idx]
+
+
+def ranges(off: npt.NDArray[np.int64], ln: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Concatenation of [off[i], off[i] + ln[i]) for every i (pool positions of versions)."""
+    starts = np.cumsum(ln) - ln
+    return np.repeat(off - starts, ln) + np.arange(int(ln.sum()), dtype=np.int64)
 
 
 class _OutBuffers:

@@ -74,3 +74,28 @@ def random_case(seed: int, n_updates: int = 40) -> Case:
             live.discard((min(x, y), max(x, y)))
         updates.append((1000 + s, int(op), x, y, label))
     return Case(vertices, edges, queries, updates)
+
+
+def churn_engine(backend: str, seed: int = 5):  # type: ignore[no-untyped-def]
+    """A 200-vertex random graph with a triangle query standing, and a function that runs
+    one churn round: 300 fresh edges inserted, then the same 300 deleted."""
+    from gpu import CountMode, Engine, QuerySpec
+
+    rng = np.random.default_rng(seed)
+    eng = Engine(backend)
+    n, k = 200, 300
+    a = rng.integers(0, n, 600)
+    b = (a + 1 + rng.integers(0, n - 1, 600)) % n
+    eng.load_graph([], [], a, b, np.zeros(600))
+    tri = Query.build([(0, None), (1, None), (2, None)], [(0, 1, None), (1, 2, None),
+                                                           (0, 2, None)])
+    eng.register(QuerySpec(tri, CountMode.SUBGRAPHS))
+
+    def churn(rnd: int) -> None:
+        x = n + np.arange(k)                     # disjoint from the loaded edges
+        y = n + k + rng.permutation(k)
+        eng.apply(UpdateBatch.build(np.arange(k) + 2 * k * rnd, np.zeros(k), x, y, np.zeros(k)))
+        eng.apply(UpdateBatch.build(np.arange(k) + 2 * k * rnd + k, np.ones(k), x, y,
+                                    np.zeros(k)))
+
+    return eng, churn

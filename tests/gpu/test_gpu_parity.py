@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _cases import churn_engine
 
 from gpu import CountMode, Engine, Query, QuerySpec, UpdateBatch, UpdateOp
 from streams import GenConfig, GraphData, generate, iter_chunks, read_graph, read_query, read_stream
@@ -110,23 +111,11 @@ def test_hub_degree_beyond_any_fixed_stack() -> None:
 def test_device_memory_stays_flat_on_endless_churn() -> None:
     import cupy
 
-    rng = np.random.default_rng(5)
-    eng = Engine("gpu")
-    n = 200
-    a = rng.integers(0, n, 600)
-    b = (a + 1 + rng.integers(0, n - 1, 600)) % n
-    eng.load_graph([], [], a, b, np.zeros(600))
-    eng.register(QuerySpec(Query.build([(0, None), (1, None), (2, None)],
-                                       [(0, 1, None), (1, 2, None), (0, 2, None)])))
+    eng, churn = churn_engine("gpu")
     pool = cupy.get_default_memory_pool()
     used = []
     for rnd in range(80):
-        k = 300
-        x = n + np.arange(k)
-        y = n + k + rng.permutation(k)
-        eng.apply(UpdateBatch.build(np.arange(k) + 2 * k * rnd, np.zeros(k), x, y, np.zeros(k)))
-        eng.apply(UpdateBatch.build(np.arange(k) + 2 * k * rnd + k, np.ones(k), x, y,
-                                    np.zeros(k)))
+        churn(rnd)
         used.append(pool.used_bytes())
     assert max(used[40:]) <= max(used[:40])
 

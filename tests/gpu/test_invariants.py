@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _cases import churn_engine
 
 from gpu import CountMode, Engine, Query, QuerySpec, UpdateBatch, UpdateOp
 from streams import GenConfig, GraphData, generate, iter_chunks
@@ -86,24 +87,11 @@ def test_batch_size_does_not_change_results() -> None:
 
 
 def test_memory_stays_bounded_on_endless_churn() -> None:
-    rng = np.random.default_rng(5)
-    eng = Engine("cpu")
-    n = 200
-    a = rng.integers(0, n, 600)
-    b = (a + 1 + rng.integers(0, n - 1, 600)) % n
-    eng.load_graph([], [], a, b, np.zeros(600))
-    eng.register(QuerySpec(Query.build([(0, None), (1, None), (2, None)],
-                                       [(0, 1, None), (1, 2, None), (0, 2, None)])))
+    eng, churn = churn_engine("cpu")
     live = eng.graph.num_edges
     peak = 0
     for rnd in range(60):
-        k = 300
-        x = n + np.arange(k)                     # disjoint from the loaded edges
-        y = n + k + rng.permutation(k)
-        ins = UpdateBatch.build(np.arange(k) + 2 * k * rnd, np.zeros(k), x, y, np.zeros(k))
-        dele = UpdateBatch.build(np.arange(k) + 2 * k * rnd + k, np.ones(k), x, y, np.zeros(k))
-        eng.apply(ins)
-        eng.apply(dele)
+        churn(rnd)
         peak = max(peak, len(eng.graph.key))
     assert eng.graph.num_edges == live
     # the pool never grows past a small multiple of what one round can hold
