@@ -65,6 +65,8 @@ class HostGraph:
         self.meta = np.zeros(K.META_SIZE, np.int64)
         #: bumped whenever entries move or arrays are reallocated (device mirrors re-copy)
         self.layout = 0
+        #: pool entries freed by compaction so far (garbage collection, for metrics)
+        self.reclaimed = 0
         #: called before that happens, so readers in flight can finish first
         self.before_relayout: Callable[[], None] | None = None
         self._alloc_vertices(vertex_capacity)
@@ -116,8 +118,10 @@ class HostGraph:
 
     def compact(self) -> None:
         self._relayout()
+        before = self.pool_used
         K.compact(self.meta, self.num_vertices, self.seg_off, self.seg_len, self.seg_cap,
                   self.key, self.elab, self.ct, self.dt)
+        self.reclaimed += before - self.pool_used
 
     # -- facts ----------------------------------------------------------------
     @property

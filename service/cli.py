@@ -168,5 +168,20 @@ def demo(backend: str, count: str, as_json: bool, **kw: int | float) -> None:
                  as_json)
 
 
+@main.command()
+@click.option("--host", help="Address to listen on (CSM_HOST, default 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (CSM_PORT, default 8000).")
+@click.option("--backend", type=_BACKEND, help="Matching backend (CSM_BACKEND, default auto).")
+def serve(host: str | None, port: int | None, backend: str | None) -> None:
+    """Start the API and the matching runtime; with no CSM_KAFKA_BOOTSTRAP, an embedded
+    Kafka-compatible broker too. Every setting is a CSM_* environment variable."""
+    from .serve import serve as run_server
+    from .settings import Settings
+    given = {"host": host, "port": port, "backend": backend}
+    with _errors():
+        settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    run_server(settings)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,370 @@
+"""The HTTP API: an app factory whose lifespan owns the broker, the engine and the runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from aiokafka import AIOKafkaProducer
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gpu import CsmError, Engine, LoadStats, QueryError, UnknownQueryError, warm_up
+from streams import read_graph
+from streams.broker import EmbeddedBroker
+from streams.codec import (
+    SEQ_STRIDE,
+    Control,
+    LoadPart,
+    QueryDoc,
+    Register,
+    Unregister,
+    Updates,
+    encode_control,
+    encode_updates,
+    updates_from_docs,
+)
+from streams.exceptions import DecodeError, FormatError, KafkaError
+from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
+
+from .exceptions import BadRequest, GraphNotEmpty, NotReady, TooLarge, Unauthorized
+from .metrics import Metrics
+from .runtime import RegisteredDoc, Runtime, RuntimeConfig
+from .schemas import (
+    ErrorBody,
+    GraphLoaded,
+    MatchPage,
+    QueryCreate,
+    QueryPublic,
+    UpdatesAccepted,
+    UpdatesRequest,
+)
+from .settings import Settings, get_settings
+
+__all__ = ["Services", "create_app"]
+
+log = logging.getLogger("csm.service")
+_LOAD_PART_EDGES = 200_000
+_WAIT_SECONDS = 600.0
+
+
+@dataclass(slots=True)
+class Services:
+    """What the lifespan builds; routes reach it through ``ServicesDep``."""
+
+    settings: Settings
+    kafka: KafkaConfig
+    metrics: Metrics
+    runtime: Runtime
+    producer: AIOKafkaProducer
+    broker: EmbeddedBroker | None
+
+    async def append(self, value: bytes) -> int:
+        """Append one record to the updates log (acks=all); return its offset."""
+        with kafka_errors("appending to the updates log"):
+            md = await self.producer.send_and_wait(self.settings.topic_updates, value,
+                                                   partition=0)
+        return int(md.offset)
+
+    async def control(self, c: Control) -> Any:
+        """Append a control record and wait until the runtime has applied it."""
+        off = await self.append(encode_control(c))
+        try:
+            out = await self.runtime.outcome(off, _WAIT_SECONDS)
+        except TimeoutError:
+            raise NotReady(f"the runtime has not reached log offset {off} yet") from None
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+
+def _kafka_config(s: Settings, bootstrap: str) -> KafkaConfig:
+    pw = s.kafka_sasl_password.get_secret_value() if s.kafka_sasl_password else None
+    return KafkaConfig(bootstrap=bootstrap, security_protocol=s.kafka_security_protocol,
+                       sasl_mechanism=s.kafka_sasl_mechanism,
+                       sasl_username=s.kafka_sasl_username, sasl_password=pw,
+                       ssl_cafile=s.kafka_ssl_cafile, ssl_certfile=s.kafka_ssl_certfile,
+                       ssl_keyfile=s.kafka_ssl_keyfile,
+                       fetch_max_wait_ms=s.kafka_fetch_max_wait_ms)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    s: Settings = app.state.settings
+    broker = None
+    if s.kafka_bootstrap is None:
+        broker = await asyncio.to_thread(EmbeddedBroker().start)
+    bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
+    kafka = _kafka_config(s, bootstrap)
+    try:
+        found = await ensure_topics(kafka, {s.topic_updates: 1, s.topic_queries: 1,
+                                            s.topic_deadletter: 1,
+                                            s.topic_matches: s.matches_partitions})
+        if found.get(s.topic_updates) != 1:
+            raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
+        engine = Engine(s.backend)
+        await asyncio.to_thread(warm_up, engine.backend)
+        metrics = Metrics()
+        runtime = Runtime(engine, kafka, RuntimeConfig(
+            updates_topic=s.topic_updates, matches_topic=s.topic_matches,
+            queries_topic=s.topic_queries, deadletter_topic=s.topic_deadletter,
+            group=s.kafka_consumer_group, max_poll_records=s.max_poll_records,
+            matches_partitions=found[s.topic_matches],
+            recent_per_query=s.recent_deltas_per_query), metrics)
+        producer = make_producer(kafka)
+        with kafka_errors("starting the API producer"):
+            await producer.start()
+        await runtime.start()
+        app.state.services = Services(s, kafka, metrics, runtime, producer, broker)
+        log.info("kafka bootstrap %s (%s); backend %s; API http://%s:%d", bootstrap,
+                 "embedded broker" if broker else "external cluster", engine.backend,
+                 s.host, s.port)
+        try:
+            yield
+        finally:
+            await runtime.stop()
+            await producer.stop()
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+# -- dependencies ---------------------------------------------------------------------
+def _services(request: Request) -> Services:
+    svc: Services | None = getattr(request.app.state, "services", None)
+    if svc is None:
+        raise NotReady("the service is starting")
+    return svc
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+
+
+def _auth(request: Request, svc: ServicesDep) -> None:
+    token = svc.settings.api_token
+    if token is None:
+        return
+    got = request.headers.get("authorization", "")
+    want = f"Bearer {token.get_secret_value()}"
+    if not hmac.compare_digest(got.encode(), want.encode()):
+        raise Unauthorized("this endpoint needs 'Authorization: Bearer <CSM_API_TOKEN>'")
+
+
+WriteAuth = Depends(_auth)
+
+
+# -- errors: every domain error mapped to HTTP here, once ------------------------------------
+_STATUS: list[tuple[type[Exception], int, str]] = [
+    (Unauthorized, 401, "unauthorized"), (TooLarge, 413, "too_large"),
+    (GraphNotEmpty, 409, "graph_not_empty"), (UnknownQueryError, 404, "unknown_query"),
+    (QueryError, 422, "bad_query"), (DecodeError, 422, "bad_update"),
+    (FormatError, 422, "bad_file"), (BadRequest, 422, "bad_request"),
+    (NotReady, 503, "not_ready"), (KafkaError, 503, "kafka"),
+]
+
+
+def _install_errors(app: FastAPI) -> None:
+    def reply(request: Request, code: int, reason: str, detail: str) -> JSONResponse:
+        svc = getattr(request.app.state, "services", None)
+        if svc is not None and code < 500:
+            svc.metrics.rejected_requests.labels(reason).inc()
+        return JSONResponse({"detail": detail}, status_code=code,
+                            headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
+
+    async def on_csm(request: Request, exc: Exception) -> JSONResponse:
+        for cls, code, reason in _STATUS:
+            if isinstance(exc, cls):
+                return reply(request, code, reason, str(exc))
+        return reply(request, 500, "internal", f"{type(exc).__name__}: {exc}")
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        errs = exc.errors() if isinstance(exc, RequestValidationError) else []
+        parts = []
+        for e in errs[:5]:
+            loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            parts.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+        more = len(errs) - 5
+        return reply(request, 422, "invalid", "; ".join(parts) + (
+            f" (and {more} more)" if more > 0 else ""))
+
+    app.add_exception_handler(CsmError, on_csm)
+    app.add_exception_handler(RequestValidationError, on_validation)
+
+
+class _BodyLimit:
+    """413 for bodies over the bound, counted as they stream in (no Content-Length trust)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], settings: Settings) -> None:
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        graph = scope["path"] == "/v1/graph"
+        limit = self.settings.max_graph_bytes if graph else self.settings.max_body_bytes
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return await _too_large(send, limit)
+        seen = 0
+
+        async def limited() -> dict[str, Any]:
+            nonlocal seen
+            msg: dict[str, Any] = await receive()
+            seen += len(msg.get("body", b""))
+            if seen > limit:
+                raise TooLarge(f"the request body is over {limit} bytes")
+            return msg
+
+        await self.app(scope, limited, send)
+
+
+async def _too_large(send: Any, limit: int) -> None:
+    body = json.dumps({"detail": f"the request body is over {limit} bytes"}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- the app ------------------------------------------------------------------------
+def create_app(settings: Settings | None = None) -> FastAPI:
+    s = settings or get_settings()
+    app = FastAPI(title="csm-service", version="0.1.0", lifespan=_lifespan,
+                  description="Exact continuous subgraph matching as a stream.",
+                  responses={422: {"model": ErrorBody}, 503: {"model": ErrorBody}})
+    app.state.settings = s
+    _install_errors(app)
+    app.add_middleware(_BodyLimit, settings=s)  # type: ignore[arg-type]
+    _routes(app)
+    return app
+
+
+def _public(rd: RegisteredDoc) -> QueryPublic:
+    return QueryPublic(**rd.doc.model_dump(), id=rd.reg.id, seq=rd.seq,
+                       automorphisms=rd.reg.automorphisms, plans=rd.reg.plan_count)
+
+
+def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every route
+    @app.post("/v1/updates", status_code=202, response_model=UpdatesAccepted,
+              dependencies=[WriteAuth], responses={401: {"model": ErrorBody},
+                                                   413: {"model": ErrorBody}})
+    async def post_updates(body: UpdatesRequest, svc: ServicesDep) -> UpdatesAccepted:
+        """Append a batch to the updates log; 202 once the broker holds it."""
+        arrived = time.time()
+        n = len(body.updates)
+        if n > svc.settings.max_batch_updates:
+            raise TooLarge(f"{n} updates in one request; the bound is "
+                           f"{svc.settings.max_batch_updates} (CSM_MAX_BATCH_UPDATES)")
+        u = updates_from_docs(body.updates, arrived)
+        off = await svc.append(encode_updates(u))
+        return UpdatesAccepted(first_seq=off * SEQ_STRIDE, last_seq=off * SEQ_STRIDE + n - 1,
+                               count=n)
+
+    @app.post("/v1/queries", status_code=201, response_model=QueryPublic,
+              dependencies=[WriteAuth], responses={401: {"model": ErrorBody}})
+    async def post_query(body: QueryCreate, svc: ServicesDep) -> QueryPublic:
+        """Register a standing query; it matches every update after this point."""
+        body.to_spec()    # refuse bad queries before anything reaches the log
+        rd = await svc.control(Register(body))
+        return _public(rd)
+
+    @app.get("/v1/queries", response_model=list[QueryPublic])
+    async def list_queries(svc: ServicesDep) -> list[QueryPublic]:
+        return [_public(rd) for rd in svc.runtime.queries.values()]
+
+    def _get(svc: Services, qid: int) -> RegisteredDoc:
+        rd = svc.runtime.queries.get(qid)
+        if rd is None:
+            raise UnknownQueryError(f"no query with id {qid}")
+        return rd
+
+    @app.get("/v1/queries/{qid}", response_model=QueryPublic,
+             responses={404: {"model": ErrorBody}})
+    async def get_query(qid: int, svc: ServicesDep) -> QueryPublic:
+        return _public(_get(svc, qid))
+
+    @app.delete("/v1/queries/{qid}", status_code=204, dependencies=[WriteAuth],
+                responses={404: {"model": ErrorBody}, 401: {"model": ErrorBody}})
+    async def delete_query(qid: int, svc: ServicesDep) -> Response:
+        _get(svc, qid)
+        await svc.control(Unregister(qid))
+        return Response(status_code=204)
+
+    @app.get("/v1/matches", response_model=MatchPage, responses={404: {"model": ErrorBody}})
+    async def get_matches(svc: ServicesDep, query: Annotated[int, Query()],
+                          after_seq: Annotated[int, Query()] = -1,
+                          limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> MatchPage:
+        """Recent deltas of one query (bounded memory; the matches topic has them all)."""
+        _get(svc, query)
+        return MatchPage(query=query, events=svc.runtime.recent(query, after_seq, limit))
+
+    @app.post("/v1/graph", status_code=201, response_model=GraphLoaded,
+              dependencies=[WriteAuth], responses={409: {"model": ErrorBody},
+                                                   413: {"model": ErrorBody},
+                                                   401: {"model": ErrorBody}})
+    async def post_graph(request: Request, svc: ServicesDep,
+                         format: Literal["csm", "snap"] = "csm") -> GraphLoaded:  # noqa: A002
+        """Load the initial graph from a CSM or SNAP file (body); only while it is empty."""
+        if svc.runtime.engine.graph.num_vertices:
+            raise GraphNotEmpty("the graph is not empty: an initial graph can only be "
+                                "loaded before any update")
+        t0 = time.perf_counter()
+        with tempfile.NamedTemporaryFile(prefix="csm-graph-", suffix=f".{format}") as f:
+            async for part in request.stream():
+                f.write(part)
+            f.flush()
+            try:
+                g = await asyncio.to_thread(read_graph, f.name, format)
+            except FormatError as exc:
+                raise BadRequest(f"graph file, {exc.reason} (line {exc.line})") from None
+        load = uuid.uuid4().hex
+        n = max(1, -(-g.num_edges // _LOAD_PART_EDGES))
+        offsets = []
+        for i in range(n):
+            sl = slice(i * _LOAD_PART_EDGES, (i + 1) * _LOAD_PART_EDGES)
+            m = len(g.src[sl])
+            first = i == 0
+            part = LoadPart(load, i, n, g.vertex_ids if first else np.zeros(0, np.int64),
+                            g.vertex_labels if first else np.zeros(0, np.int32),
+                            Updates(np.zeros(m, np.int8), g.src[sl], g.dst[sl], g.label[sl]))
+            offsets.append(await svc.append(encode_control(part)))
+            log.info("graph upload %s: part %d of %d appended", load, i + 1, n)
+        out = await svc.runtime.outcome(offsets[-1], _WAIT_SECONDS)
+        if isinstance(out, Exception):
+            raise out
+        assert isinstance(out, LoadStats)
+        return GraphLoaded(vertices=out.vertices, edges=out.edges, self_loops=out.self_loops,
+                           duplicates=out.duplicates, seconds=time.perf_counter() - t0)
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> JSONResponse:
+        svc = getattr(request.app.state, "services", None)
+        bad = svc is not None and svc.runtime.failed is not None
+        return JSONResponse({"status": "failed" if bad else "ok"},
+                            status_code=503 if bad else 200)
+
+    @app.get("/readyz")
+    async def readyz(request: Request) -> JSONResponse:
+        svc = getattr(request.app.state, "services", None)
+        ok = svc is not None and svc.runtime.ready
+        body: dict[str, Any] = {"ready": ok}
+        if svc is not None:
+            body.update(offset=svc.runtime.next_offset, backend=svc.runtime.engine.backend,
+                        kafka_bootstrap=svc.kafka.bootstrap)
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.get("/metrics")
+    async def metrics(svc: ServicesDep) -> Response:
+        return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)

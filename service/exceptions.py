@@ -1,0 +1,44 @@
+"""Errors of the service layer; ``app.py`` maps each to one HTTP status, once.
+
+    CsmError (gpu.exceptions)
+    └── ServiceError           root of this package
+        ├── BadRequest         422: the body names what is wrong
+        ├── TooLarge           413: body or batch over its bound
+        ├── Unauthorized       401: missing or wrong bearer token
+        ├── GraphNotEmpty      409: POST /v1/graph after the graph has content
+        └── NotReady           503: the runtime is still starting or has stopped
+
+Engine and stream errors keep their own classes: QueryError 422, UnknownQueryError 404,
+DecodeError 422, KafkaError 503.
+"""
+
+from __future__ import annotations
+
+from gpu.exceptions import CsmError
+
+__all__ = ["BadRequest", "GraphNotEmpty", "NotReady", "ServiceError", "TooLarge",
+           "Unauthorized"]
+
+
+class ServiceError(CsmError):
+    """Root of the service's errors."""
+
+
+class BadRequest(ServiceError):
+    """The request is well-formed HTTP but its content is invalid."""
+
+
+class TooLarge(ServiceError):
+    """A body or a batch over the configured bound."""
+
+
+class Unauthorized(ServiceError):
+    """A write without the configured bearer token."""
+
+
+class GraphNotEmpty(ServiceError):
+    """The initial graph can only be loaded into an empty graph."""
+
+
+class NotReady(ServiceError):
+    """The runtime cannot take this request now."""

@@ -1,0 +1,409 @@
+"""The matching runtime: consume the updates log in order, match, publish, commit.
+
+The updates topic (one partition) is the source of truth. For every chunk of records:
+
+1. decode each message (a bad one goes to the dead-letter topic with its reason);
+2. apply runs of update messages as one engine batch, control records in between;
+3. send one matches message per (update, query) with a non-empty delta;
+4. wait until the broker has acknowledged every send;
+5. commit the offset after the chunk, then wake the API requests waiting on it.
+
+After a crash the service replays the log up to the committed offset without publishing
+(rebuilding graph and queries), then goes on from there, skipping the deltas that the
+matches topic already holds: each matches partition is a prefix of the ordered delta
+stream, so its last record says exactly where that prefix ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from aiokafka import TopicPartition
+
+from gpu import BatchResult, Engine, LoadStats, QueryError, RegisteredQuery, UpdateBatch
+from gpu import UnknownQueryError, UpdateOp, UpdateStatus
+from streams import OP_NAMES
+from streams.codec import SEQ_STRIDE, LoadPart, QueryDoc, Register, Unregister, Updates, decode
+from streams.exceptions import DecodeError
+from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
+
+from .exceptions import GraphNotEmpty
+from .metrics import Metrics
+
+__all__ = ["Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
+
+log = logging.getLogger("csm.runtime")
+_STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
+           UpdateStatus.REJECTED: "rejected"}
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    updates_topic: str = "csm.updates"
+    matches_topic: str = "csm.matches"
+    queries_topic: str = "csm.queries"
+    deadletter_topic: str = "csm.deadletter"
+    group: str = "csm-runtime"
+    max_poll_records: int = 1000
+    matches_partitions: int = 1
+    recent_per_query: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredDoc:
+    reg: RegisteredQuery
+    doc: QueryDoc
+    seq: int
+
+
+#: what a control record led to: a registration, a load, or the error to answer with
+Outcome = RegisteredDoc | LoadStats | Exception | None
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Per-chunk bookkeeping: sends to await, arrivals to time, outcomes to publish."""
+
+    futures: list[asyncio.Future[Any]]
+    arrivals: list[float]
+    outcomes: dict[int, Outcome]
+
+
+class Runtime:
+    def __init__(self, engine: Engine, kafka: KafkaConfig, cfg: RuntimeConfig,
+                 metrics: Metrics) -> None:
+        self.engine, self.kafka, self.cfg, self.metrics = engine, kafka, cfg, metrics
+        self.tp = TopicPartition(cfg.updates_topic, 0)
+        self.queries: dict[int, RegisteredDoc] = {}
+        self.next_offset = 0
+        self.ready = False
+        self.failed: BaseException | None = None
+        self._recent: dict[int, deque[dict[str, Any]]] = {}
+        self._outcomes: dict[int, Outcome] = {}
+        self._waiters: dict[int, list[asyncio.Future[Outcome]]] = {}
+        self._loads: dict[str, list[LoadPart]] = {}
+        self._skip: dict[int, tuple[int, int, int]] = {}
+        self._dead_upto = -1
+        self._task: asyncio.Task[None] | None = None
+        self._producer = make_producer(kafka)
+        self._consumer = make_consumer(kafka, cfg.group)
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def start(self) -> None:
+        with kafka_errors("starting the runtime's Kafka clients"):
+            await self._producer.start()
+            await self._consumer.start()
+        self._consumer.assign([self.tp])
+        self._task = asyncio.create_task(self._main(), name="csm-runtime")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self._consumer.stop()
+        with contextlib.suppress(Exception):
+            await self._producer.stop()
+        for fs in self._waiters.values():
+            for f in fs:
+                f.cancel()
+
+    async def _main(self) -> None:
+        try:
+            await self._recover()
+            self.ready = True
+            self.metrics.ready.set(1)
+            while True:
+                got = await self._consumer.getmany(self.tp, timeout_ms=200,
+                                                   max_records=self.cfg.max_poll_records)
+                records = got.get(self.tp, [])
+                if records:
+                    await self._handle(records, replay=False)
+                hw = self._consumer.highwater(self.tp)
+                if hw is not None:
+                    self.metrics.lag.set(max(hw - self.next_offset, 0))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.exception("runtime stopped")
+            self.failed = exc
+            self.ready = False
+            self.metrics.ready.set(0)
+            for fs in self._waiters.values():
+                for f in fs:
+                    if not f.done():
+                        f.set_result(exc)
+
+    # -- API side ----------------------------------------------------------------
+    async def outcome(self, offset: int, timeout: float) -> Outcome:
+        """Wait until the record at ``offset`` is processed and committed."""
+        if self.failed is not None:
+            return self.failed
+        if offset < self.next_offset:
+            return self._outcomes.get(offset)
+        fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(offset, []).append(fut)
+        return await asyncio.wait_for(fut, timeout)
+
+    def recent(self, qid: int, after_seq: int, limit: int) -> list[dict[str, Any]]:
+        return [e for e in self._recent.get(qid, ()) if e["seq"] > after_seq][:limit]
+
+    # -- recovery ------------------------------------------------------------------
+    async def _recover(self) -> None:
+        with kafka_errors("reading committed offsets"):
+            committed = await self._consumer.committed(self.tp) or 0
+            end = (await self._consumer.end_offsets([self.tp]))[self.tp]
+        async for rec in last_records(self.kafka, self.cfg.matches_topic,
+                                      self.cfg.matches_partitions):
+            v = json.loads(rec.value)
+            self._skip[rec.partition] = (v["seq"], v["sub"], v["query"])
+        async for rec in last_records(self.kafka, self.cfg.deadletter_topic, 1):
+            self._dead_upto = json.loads(rec.value)["offset"]
+        log.info("recovering: replaying %d update-log records, then %d to re-process",
+                 committed, end - committed)
+        t0 = time.perf_counter()
+        self._consumer.seek(self.tp, 0)
+        while self.next_offset < committed:
+            got = await self._consumer.getmany(self.tp, timeout_ms=1000,
+                                               max_records=self.cfg.max_poll_records)
+            records = [r for r in got.get(self.tp, []) if r.offset < committed]
+            if records:
+                await self._handle(records, replay=True)
+        self._consumer.seek(self.tp, committed)
+        self.next_offset = committed
+        for qid in sorted(self.queries):
+            rd = self.queries[qid]
+            reg, _ = self.engine.register(rd.doc.to_spec(), query_id=qid)
+            self.queries[qid] = RegisteredDoc(reg, rd.doc, rd.seq)
+            self._recent.setdefault(qid, deque(maxlen=self.cfg.recent_per_query))
+        self.metrics.queries.set(len(self.queries))
+        if committed:
+            log.info("replayed %d records in %.2f s: %d vertices, %d edges, %d queries",
+                     committed, time.perf_counter() - t0, self.engine.graph.num_vertices,
+                     self.engine.graph.num_edges, len(self.queries))
+
+    # -- processing ------------------------------------------------------------------
+    async def _handle(self, records: list[Any], *, replay: bool) -> None:
+        chunk = _Chunk([], [], {})
+        run: list[tuple[int, Updates, float]] = []
+        for rec in records:
+            try:
+                item = decode(rec.value)
+            except DecodeError as exc:
+                item = exc
+            if isinstance(item, Updates):
+                arrived = item.arrived_at if item.arrived_at is not None else rec.timestamp / 1e3
+                chunk.arrivals.append(arrived)
+                run.append((rec.offset, item, arrived))
+                continue
+            if run:
+                await self._apply_updates(run, chunk, replay)
+                run = []
+            if isinstance(item, DecodeError):
+                await self._dead_letter(rec, str(item), chunk, replay)
+            else:
+                chunk.outcomes[rec.offset] = await self._control(rec.offset, item, chunk, replay)
+        if run:
+            await self._apply_updates(run, chunk, replay)
+        last = records[-1].offset
+        if not replay:
+            with kafka_errors("publishing deltas"):
+                await asyncio.gather(*chunk.futures)
+                await self._consumer.commit({self.tp: last + 1})
+            now = time.time()
+            for a in chunk.arrivals:
+                self.metrics.response.observe(max(now - a, 0.0))
+        self.next_offset = last + 1
+        self._settle(chunk.outcomes)
+        self._gauges()
+
+    def _settle(self, outcomes: dict[int, Outcome]) -> None:
+        self._outcomes.update(outcomes)
+        while len(self._outcomes) > 10_000:
+            self._outcomes.pop(next(iter(self._outcomes)))
+        for off in [o for o in self._waiters if o < self.next_offset]:
+            for f in self._waiters.pop(off):
+                if not f.done():
+                    f.set_result(self._outcomes.get(off))
+
+    def _gauges(self) -> None:
+        g, m = self.engine.graph, self.metrics
+        m.vertices.set(g.num_vertices)
+        m.edges.set(g.num_edges)
+        m.versions.set(g.pool_used)
+        m.garbage.set(g.garbage)
+        gained = g.reclaimed - getattr(self, "_reclaimed_seen", 0)
+        if gained > 0:
+            m.reclaimed.inc(gained)
+        self._reclaimed_seen = g.reclaimed
+
+    async def _apply_updates(self, run: list[tuple[int, Updates, float]], chunk: _Chunk,
+                             replay: bool) -> None:
+        seq = np.concatenate([off * SEQ_STRIDE + np.arange(len(u), dtype=np.int64)
+                              for off, u, _ in run])
+        us = [u for _, u, _ in run]
+        batch = UpdateBatch(seq=seq, op=np.concatenate([u.op for u in us]),
+                            src=np.concatenate([u.src for u in us]),
+                            dst=np.concatenate([u.dst for u in us]),
+                            label=np.concatenate([u.label for u in us]))
+        t0 = time.perf_counter()
+        result = await asyncio.to_thread(self.engine.apply, batch)
+        self.metrics.batch.observe(time.perf_counter() - t0)
+        self._count_updates(batch, result)
+        if replay:
+            return
+        arrived = {off: a for off, _, a in run}
+        await self._publish(result.deltas(), arrived, chunk)
+
+    def _count_updates(self, batch: UpdateBatch, result: BatchResult) -> None:
+        raw = result.ops.raw
+        if not len(raw):
+            return
+        last = np.r_[raw[1:] != raw[:-1], True]
+        status = np.full(len(batch), UpdateStatus.APPLIED, np.int64)
+        status[raw[last]] = result.ops.status[last]
+        key = batch.op.astype(np.int64) * 3 + status
+        for k, n in enumerate(np.bincount(key, minlength=12).tolist()):
+            if n:
+                self.metrics.updates.labels(OP_NAMES[UpdateOp(k // 3)],
+                                            _STATUS[UpdateStatus(k % 3)]).inc(n)
+
+    async def _publish(self, deltas: Iterable[Any], arrived: dict[int, float],
+                       chunk: _Chunk) -> None:
+        P = self.cfg.matches_partitions
+        for d in deltas:
+            if self._skip:
+                cut = self._skip.get(d.query % P)
+                if cut is not None and (d.seq, d.sub, d.query) <= cut:
+                    continue
+            event = {"query": d.query, "seq": d.seq, "sub": d.sub, "op": OP_NAMES[d.request_op],
+                     "src": d.src, "dst": d.dst, "sign": d.sign, "count": d.count,
+                     "matches": None if d.matches is None else d.matches.tolist(),
+                     "truncated": d.truncated,
+                     "arrived_at": arrived.get(d.seq // SEQ_STRIDE, 0.0)}
+            await self._send_event(event, chunk)
+        if self._skip and self._skip_passed(arrived):
+            self._skip.clear()
+
+    def _skip_passed(self, arrived: dict[int, float]) -> bool:
+        top = (max(arrived) + 1) * SEQ_STRIDE
+        return all(s < top for s, _, _ in self._skip.values())
+
+    async def _send_event(self, event: dict[str, Any], chunk: _Chunk) -> None:
+        q = event["query"]
+        event["published_at"] = time.time()
+        value = json.dumps(event, separators=(",", ":")).encode()
+        with kafka_errors("sending a delta"):
+            fut = await self._producer.send(
+                self.cfg.matches_topic, value, key=str(q).encode(),
+                partition=q % self.cfg.matches_partitions,
+                headers=[("seq", str(event["seq"]).encode())])
+        chunk.futures.append(fut)
+        sign = "+" if event["sign"] > 0 else "-"
+        self.metrics.deltas.labels(str(q)).inc()
+        self.metrics.matches.labels(str(q), sign).inc(event["count"])
+        recent = self._recent.get(q)
+        if recent is not None:
+            recent.append(event)
+
+    async def _dead_letter(self, rec: Any, reason: str, chunk: _Chunk, replay: bool) -> None:
+        log.warning("update-log offset %d dead-lettered: %s", rec.offset, reason)
+        if replay or rec.offset <= self._dead_upto:
+            return
+        value = rec.value.decode("utf-8", "replace") if rec.value is not None else None
+        body = {"offset": rec.offset, "reason": reason, "value": value,
+                "topic": self.cfg.updates_topic, "dead_at": time.time()}
+        with kafka_errors("dead-lettering"):
+            chunk.futures.append(await self._producer.send(
+                self.cfg.deadletter_topic, json.dumps(body).encode(), key=rec.key))
+        self.metrics.dead_letters.inc()
+
+    # -- control records ----------------------------------------------------------------
+    async def _control(self, offset: int, item: Register | Unregister | LoadPart,
+                       chunk: _Chunk, replay: bool) -> Outcome:
+        if isinstance(item, Register):
+            return await self._register(offset, item.query, chunk, replay)
+        if isinstance(item, Unregister):
+            return await self._unregister(item.id, chunk, replay)
+        return await self._load(item)
+
+    async def _register(self, offset: int, doc: QueryDoc, chunk: _Chunk,
+                        replay: bool) -> Outcome:
+        try:
+            spec = doc.to_spec()
+        except QueryError as exc:
+            return exc
+        seq = offset * SEQ_STRIDE
+        if replay:   # registered in the engine once the graph is rebuilt
+            reg = RegisteredQuery(id=offset, spec=spec, automorphisms=0, plan_count=0)
+            self.queries[offset] = RegisteredDoc(reg, doc, seq)
+            return self.queries[offset]
+        reg, initial = await asyncio.to_thread(self.engine.register, spec, query_id=offset,
+                                               initial=doc.emit_initial)
+        rd = self.queries[offset] = RegisteredDoc(reg, doc, seq)
+        self._recent[offset] = deque(maxlen=self.cfg.recent_per_query)
+        self.metrics.queries.set(len(self.queries))
+        body = {"id": offset, "seq": seq, **doc.model_dump()}
+        with kafka_errors("recording a query"):
+            chunk.futures.append(await self._producer.send(
+                self.cfg.queries_topic, json.dumps(body).encode(), key=str(offset).encode()))
+        if initial is not None and int(initial.counts[0, 0]) > 0:
+            cut = self._skip.get(offset % self.cfg.matches_partitions)
+            if cut is None or (seq, 0, offset) > cut:
+                lst = initial.listings.get(offset)
+                await self._send_event({
+                    "query": offset, "seq": seq, "sub": 0, "op": "initial", "src": None,
+                    "dst": None, "sign": 1, "count": int(initial.counts[0, 0]),
+                    "matches": None if lst is None else lst.tuples.tolist(),
+                    "truncated": False if lst is None else bool(lst.truncated[0]),
+                    "arrived_at": time.time()}, chunk)
+        return rd
+
+    async def _unregister(self, qid: int, chunk: _Chunk, replay: bool) -> Outcome:
+        if qid not in self.queries:
+            return UnknownQueryError(f"no query with id {qid}")
+        del self.queries[qid]
+        if replay:
+            return None
+        self.engine.unregister(qid)
+        self._recent.pop(qid, None)
+        self.metrics.queries.set(len(self.queries))
+        self.metrics.drop_query(qid)
+        with kafka_errors("recording a query deletion"):
+            chunk.futures.append(await self._producer.send(
+                self.cfg.queries_topic, None, key=str(qid).encode()))
+        return None
+
+    async def _load(self, part: LoadPart) -> Outcome:
+        parts = self._loads.setdefault(part.load, [])
+        for other in [k for k in self._loads if k != part.load]:
+            del self._loads[other]   # an upload cut short by a crash: never completes
+        parts.append(part)
+        if len(parts) < part.parts:
+            log.info("graph upload %s: part %d of %d received", part.load, len(parts),
+                     part.parts)
+            return None
+        del self._loads[part.load]
+        if self.engine.graph.num_vertices:
+            return GraphNotEmpty("the graph is not empty: an initial graph can only be "
+                                 "loaded before any update")
+        e = [p.edges for p in parts]
+        t0 = time.perf_counter()
+        stats = await asyncio.to_thread(
+            self.engine.load_graph, np.concatenate([p.vertex_ids for p in parts]),
+            np.concatenate([p.vertex_labels for p in parts]),
+            np.concatenate([x.src for x in e]), np.concatenate([x.dst for x in e]),
+            np.concatenate([x.label for x in e]))
+        log.info("graph upload %s loaded: %d vertices, %d edges in %.2f s", part.load,
+                 stats.vertices, stats.edges, time.perf_counter() - t0)
+        return stats

@@ -1,0 +1,60 @@
+"""Service settings: every field is a ``CSM_<NAME>`` environment variable.
+
+Read once per process through :func:`get_settings` (cached, so tests and the CLI can build
+their own ``Settings(...)`` instead of patching the environment).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+MiB = 1 << 20
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CSM_", frozen=True, extra="ignore")
+
+    # API
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    #: when set, every write endpoint needs ``Authorization: Bearer <token>``
+    api_token: SecretStr | None = None
+    max_body_bytes: int = Field(16 * MiB, ge=1024)
+    max_graph_bytes: int = Field(1024 * MiB, ge=1024)
+    max_batch_updates: int = Field(100_000, ge=1, le=1_000_000)
+    recent_deltas_per_query: int = Field(10_000, ge=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # matching runtime
+    backend: Literal["auto", "cpu", "gpu"] = "auto"
+    #: topic messages taken per engine batch (each holds one or many updates)
+    max_poll_records: int = Field(1000, ge=1)
+
+    # Kafka: no bootstrap starts the embedded broker on 127.0.0.1 and a free port
+    kafka_bootstrap: str | None = None
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = \
+        "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    kafka_fetch_max_wait_ms: int = Field(5, ge=1, le=10_000)
+    kafka_consumer_group: str = "csm-runtime"
+    topic_updates: str = "csm.updates"
+    topic_matches: str = "csm.matches"
+    topic_queries: str = "csm.queries"
+    topic_deadletter: str = "csm.deadletter"
+    matches_partitions: int = Field(1, ge=1, le=1024)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
