@@ -1,0 +1,103 @@
+"""kill -9 at random points of a stream: after restarts the matches topic holds every
+delta of the log exactly once, in order."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from _support import expected_from_log, published, query_doc, update_docs
+
+from service.client import ApiError, CsmClient
+from streams import GenConfig, generate
+from streams.broker import EmbeddedBroker, free_port
+from streams.formats import csm
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Proc:
+    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
+        self.env, self.port, self.log = env, port, log
+        self.p: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as err:
+            self.p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], cwd=ROOT,
+                                      env=self.env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=err)
+        with CsmClient(f"http://127.0.0.1:{self.port}") as c:
+            c.wait_ready(180)
+
+    def kill(self) -> None:
+        assert self.p is not None
+        os.kill(self.p.pid, signal.SIGKILL)
+
+    def wait_dead(self) -> None:
+        assert self.p is not None
+        self.p.wait(30)
+        assert self.p.returncode == -signal.SIGKILL, self.log.read_text()[-3000:]
+
+
+def test_kill_9_anywhere_loses_and_repeats_nothing(broker: EmbeddedBroker,
+                                                   tmp_path: Path) -> None:
+    ds = generate(GenConfig(vertices=500, edges=3000, labels=3, queries=2, min_query=3,
+                            max_query=4, insert_ratio=0.3, delete_ratio=0.1, seed=21))
+    p = f"crash{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    env = {**os.environ, "CSM_KAFKA_BOOTSTRAP": broker.bootstrap, "CSM_PORT": str(port),
+           "CSM_BACKEND": "cpu", "CSM_LOG_LEVEL": "info", "CSM_MAX_POLL_RECORDS": "7",
+           "CSM_TOPIC_UPDATES": f"{p}.updates", "CSM_TOPIC_MATCHES": f"{p}.matches",
+           "CSM_TOPIC_QUERIES": f"{p}.queries", "CSM_TOPIC_DEADLETTER": f"{p}.dead",
+           "CSM_KAFKA_CONSUMER_GROUP": f"{p}.runtime", "PYTHONPATH": str(ROOT)}
+    proc = Proc(env, port, tmp_path / "serve.log")
+    proc.start()
+    gfile = tmp_path / "g.graph"
+    with gfile.open("w") as f:
+        csm.write_graph(f, ds.initial)
+    rng = np.random.default_rng(3)
+    docs = update_docs(ds.stream)
+    batches = np.array_split(np.arange(len(docs)), 60)
+    kills = 0
+    with CsmClient(f"http://127.0.0.1:{port}", timeout=30) as c:
+        c.load_graph(gfile)
+        for _, q in ds.queries:
+            c.register(query_doc(q, list_matches=True, max_matches_per_update=100_000))
+        timer = threading.Timer(float(rng.uniform(0.05, 0.5)), proc.kill)
+        timer.start()
+        i = 0
+        while i < len(batches):
+            try:
+                c.post_updates([docs[j] for j in batches[i]])
+                i += 1
+            except (httpx.TransportError, ApiError):
+                # died before or after appending: either way, post again (the oracle reads
+                # the log, so a repeated batch is just more updates)
+                proc.wait_dead()
+                kills += 1
+                proc.start()
+                if kills < 4:
+                    timer = threading.Timer(float(rng.uniform(0.02, 0.5)), proc.kill)
+                    timer.start()
+        timer.cancel()
+        if kills < 4 and proc.p is not None and proc.p.poll() is None:
+            proc.kill()                 # one more, after the last append
+            proc.wait_dead()
+            kills += 1
+            proc.start()
+    assert kills >= 3
+    want = expected_from_log(broker.bootstrap, f"{p}.updates")
+    got = published(broker.bootstrap, f"{p}.matches", len(want), timeout=120)
+    assert len(got) == len(want)
+    assert got == want
+    proc.kill()
+    proc.wait_dead()
