@@ -151,3 +151,39 @@ def test_malformed_log_messages_are_dead_lettered(service: Callable[..., Running
     want = expected_from_log(broker.bootstrap, s.topic_updates)
     assert len(want) == 1 and want[0][0] == q["id"]
     assert published(broker.bootstrap, s.topic_matches, 1) == want
+
+
+def _samples(c: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(c.http.get("/metrics").text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_count_what_happened(service: Callable[..., Running]) -> None:
+    import time
+    svc = service()
+    with svc.client() as c:
+        q = c.register(TRI)
+        c.post_updates([INS, {"op": "insert", "src": 2, "dst": 3},
+                        {"op": "insert", "src": 1, "dst": 3}, INS,
+                        {"op": "delete", "src": 8, "dst": 9}])
+        key = ("csm_updates_total", (("op", "insert"), ("status", "applied")))
+        deadline = time.monotonic() + 30
+        while _samples(c).get(key) != 3.0:
+            assert time.monotonic() < deadline, _samples(c)
+            time.sleep(0.01)
+        m = _samples(c)
+        qid = str(q["id"])
+        assert m[("csm_updates_total", (("op", "insert"), ("status", "ignored")))] == 1
+        assert m[("csm_updates_total", (("op", "delete"), ("status", "ignored")))] == 1
+        assert m[("csm_matches_total", (("query", qid), ("sign", "+")))] == 1
+        assert m[("csm_deltas_total", (("query", qid),))] == 1
+        assert m[("csm_graph_edges", ())] == 3
+        assert m[("csm_queries", ())] == 1
+        assert m[("csm_ready", ())] == 1
+        assert m[("csm_response_seconds_count", ())] == 1
+        c.delete_query(q["id"])
+        assert ("csm_deltas_total", (("query", qid),)) not in _samples(c)
