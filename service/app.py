@@ -28,7 +28,6 @@ from streams.codec import (
     SEQ_STRIDE,
     Control,
     LoadPart,
-    QueryDoc,
     Register,
     Unregister,
     Updates,

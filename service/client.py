@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from gpu import CsmError
 
-__all__ = ["ApiError", "CsmClient", "iter_deltas"]
+__all__ = ["ApiError", "CsmClient", "iter_deltas", "read_topic"]
 
 
 class ApiError(CsmError):
@@ -138,3 +138,34 @@ async def _collect(bootstrap: str, topic: str, stop: Callable[[list[dict[str, An
     return out
 
 
+
+
+def read_topic(bootstrap: str, topic: str, until: Callable[[list[Any]], bool] | None = None,
+               timeout: float = 60.0) -> list[Any]:
+    """All records of ``topic`` (every partition, each in order); with ``until``, wait for it."""
+    async def run() -> list[Any]:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=5,
+                             enable_auto_commit=False, max_partition_fetch_bytes=64 << 20)
+        await c.start()
+        try:
+            parts = c.partitions_for_topic(topic)
+            while not parts:
+                await c.force_metadata_update()
+                parts = c.partitions_for_topic(topic)
+            tps = [TopicPartition(topic, p) for p in sorted(parts)]
+            c.assign(tps)
+            out: list[Any] = []
+            deadline = time.monotonic() + timeout
+            while True:
+                ends = await c.end_offsets(tps)
+                done = all([await c.position(tp) >= ends[tp] for tp in tps])
+                if done and (until is None or until(out)):
+                    return out
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic}: condition not met, {len(out)} records")
+                for recs in (await c.getmany(timeout_ms=50)).values():
+                    out.extend(recs)
+        finally:
+            await c.stop()
+    return asyncio.run(run())

@@ -29,8 +29,17 @@ from typing import Any
 import numpy as np
 from aiokafka import TopicPartition
 
-from gpu import BatchResult, Engine, LoadStats, QueryError, RegisteredQuery, UpdateBatch
-from gpu import UnknownQueryError, UpdateOp, UpdateStatus
+from gpu import (
+    BatchResult,
+    Engine,
+    LoadStats,
+    QueryError,
+    RegisteredQuery,
+    UnknownQueryError,
+    UpdateBatch,
+    UpdateOp,
+    UpdateStatus,
+)
 from streams import OP_NAMES
 from streams.codec import SEQ_STRIDE, LoadPart, QueryDoc, Register, Unregister, Updates, decode
 from streams.exceptions import DecodeError

@@ -42,6 +42,7 @@ __all__ = [
     "UpdateDoc",
     "Updates",
     "decode",
+    "docs_from_batch",
     "encode_control",
     "encode_updates",
     "error_text",
@@ -305,3 +306,20 @@ def encode_control(c: Control) -> bytes:
                             "label": e.label.tolist()}}
     return json.dumps(body, separators=(",", ":")).encode()
 
+
+
+_NAMES = {int(v): k for k, v in _OPS.items()}
+
+
+def docs_from_batch(batch: Any) -> list[dict[str, Any]]:
+    """An UpdateBatch as REST update objects (for clients replaying files or generators)."""
+    out: list[dict[str, Any]] = []
+    for op, s, d, lab in zip(batch.op.tolist(), batch.src.tolist(), batch.dst.tolist(),
+                             batch.label.tolist(), strict=True):
+        if op <= UpdateOp.DELETE_EDGE:
+            out.append({"op": _NAMES[op], "src": s, "dst": d, "label": lab})
+        elif op == UpdateOp.INSERT_VERTEX:
+            out.append({"op": _NAMES[op], "id": s, "label": lab})
+        else:
+            out.append({"op": _NAMES[op], "id": s})
+    return out

@@ -8,25 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import uvicorn
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from gpu import Engine, Query, UpdateBatch
-from service.app import create_app
-from service.client import CsmClient
+from service.client import read_topic
+from service.serve import ServerThread
 from service.settings import Settings
 from streams import OP_NAMES
 from streams.broker import free_port
-from streams.codec import SEQ_STRIDE, LoadPart, Register, Unregister, Updates, decode
+from streams.codec import (
+    SEQ_STRIDE,
+    LoadPart,
+    Register,
+    Unregister,
+    Updates,
+    decode,
+    docs_from_batch,
+)
 from streams.exceptions import DecodeError
+
+update_docs = docs_from_batch
 
 
 def settings_for(bootstrap: str, prefix: str | None = None, **kw: Any) -> Settings:
@@ -39,84 +44,16 @@ def settings_for(bootstrap: str, prefix: str | None = None, **kw: Any) -> Settin
     return Settings(**base)
 
 
-@dataclass
-class Running:
-    settings: Settings
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.settings.port}"
-
-    def client(self, token: str | None = None) -> CsmClient:
-        return CsmClient(self.url, token=token)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+Running = ServerThread
 
 
-def start(settings: Settings) -> Running:
-    app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port,
-                                           log_level="warning", access_log=False))
-    th = threading.Thread(target=server.run, daemon=True)
-    th.start()
-    r = Running(settings, server, th)
-    with r.client() as c:
-        c.wait_ready()
-    return r
+def start(settings: Settings) -> ServerThread:
+    return ServerThread(settings).start()
 
 
 def query_doc(q: Query, **kw: Any) -> dict[str, Any]:
     return {"vertices": [{"id": i, "label": lab} for i, lab in enumerate(q.vertex_labels)],
             "edges": [{"src": a, "dst": b, "label": lab} for a, b, lab in q.edges], **kw}
-
-
-def update_docs(batch: UpdateBatch) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for op, s, d, lab in zip(batch.op.tolist(), batch.src.tolist(), batch.dst.tolist(),
-                             batch.label.tolist(), strict=True):
-        name = OP_NAMES[op]
-        if op <= 1:
-            out.append({"op": name, "src": s, "dst": d, "label": lab})
-        elif op == 2:
-            out.append({"op": name, "id": s, "label": lab})
-        else:
-            out.append({"op": name, "id": s})
-    return out
-
-
-def read_topic(bootstrap: str, topic: str, until: Callable[[list[Any]], bool] | None = None,
-               timeout: float = 60.0) -> list[Any]:
-    """All records of ``topic`` (every partition, each in order); with ``until``, wait for it."""
-    async def run() -> list[Any]:
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                             auto_offset_reset="earliest", fetch_max_wait_ms=5,
-                             enable_auto_commit=False, max_partition_fetch_bytes=64 << 20)
-        await c.start()
-        try:
-            parts = c.partitions_for_topic(topic)
-            while not parts:
-                await c.force_metadata_update()
-                parts = c.partitions_for_topic(topic)
-            tps = [TopicPartition(topic, p) for p in sorted(parts)]
-            c.assign(tps)
-            out: list[Any] = []
-            deadline = time.monotonic() + timeout
-            while True:
-                ends = await c.end_offsets(tps)
-                done = all([await c.position(tp) >= ends[tp] for tp in tps])
-                if done and (until is None or until(out)):
-                    return out
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic}: condition not met, {len(out)} records")
-                for recs in (await c.getmany(timeout_ms=50)).values():
-                    out.extend(recs)
-        finally:
-            await c.stop()
-    return asyncio.run(run())
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
