@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -155,17 +154,42 @@ def gen(out: str, **kw: int | float) -> None:
 
 @main.command()
 @click.option("--backend", type=_BACKEND, default="auto", show_default=True)
-@click.option("--count", type=_COUNT, default="subgraphs", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--batch-size", type=click.IntRange(1), default=100, show_default=True,
+              help="Updates per POST /v1/updates.")
+@click.option("--rate", type=click.FloatRange(0), default=1000, show_default=True,
+              help="Updates per second posted (0: as fast as possible).")
+@click.option("--show", type=click.IntRange(0), default=10, show_default=True,
+              help="Deltas to print.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary on stdout.")
 @_gen_options
-def demo(backend: str, count: str, as_json: bool, **kw: int | float) -> None:
-    """Generate a graph, queries and a stream, and run them (the embedded defaults)."""
-    with tempfile.TemporaryDirectory(prefix="csm-demo-") as tmp:
-        paths = _gen(Path(tmp), **kw)  # type: ignore[arg-type]
-        queries = tuple(str(p) for k, p in paths.items() if k.startswith("query_"))
-        cfg = RunConfig(backend=backend, mode=CountMode(count))
-        _execute(str(paths["initial"]), queries, str(paths["stream"]), "csm", cfg, None,
-                 as_json)
+def demo(backend: str, batch_size: int, rate: float, show: int, as_json: bool,
+         **kw: int | float) -> None:
+    """Run the service on an embedded broker, load a generated graph, register queries,
+    stream updates over REST and print the deltas read back from Kafka."""
+    from streams import GenConfig
+    from streams.broker import free_port
+
+    from .demo import run_demo
+    from .serve import configure_logging
+    from .settings import Settings
+    configure_logging("warning")
+    with _errors():
+        gen = GenConfig(vertices=kw["vertices"], edges=kw["edges"], labels=kw["labels"],  # type: ignore[arg-type]
+                        queries=kw["n_queries"], insert_ratio=kw["insert_ratio"],  # type: ignore[arg-type]
+                        delete_ratio=kw["delete_ratio"], seed=kw["seed"])  # type: ignore[arg-type]
+        settings = Settings(backend=backend, port=free_port(), kafka_bootstrap=None,
+                            log_level="warning")
+        report = run_demo(gen, settings, batch_size, rate, 0 if as_json else show,
+                          echo=lambda s: click.echo(s, err=as_json))
+    if as_json:
+        click.echo(json.dumps(report.as_dict()))
+        return
+    click.echo(f"updates: {report.updates:,} in {report.seconds:.2f} s "
+               f"({report.updates / max(report.seconds, 1e-9):,.0f}/s) over REST")
+    click.echo(f"deltas: {report.deltas:,} on the matches topic "
+               f"(+{report.positive:,} / -{report.negative:,} matches)")
+    click.echo(f"response time (arrival to publish): p50 {report.latency_p50_ms:.1f} ms, "
+               f"p99 {report.latency_p99_ms:.1f} ms")
 
 
 @main.command()

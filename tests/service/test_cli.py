@@ -102,3 +102,4 @@ def test_demo_runs() -> None:
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)  # type: ignore[attr-defined]
     assert out["updates"] == 180 and len(out["queries"]) == 6
+    assert out["deltas"] > 0 and out["positive"] + out["negative"] >= out["deltas"]
