@@ -171,8 +171,10 @@ def test_metrics_count_what_happened(service: Callable[..., Running]) -> None:
                         {"op": "insert", "src": 1, "dst": 3}, INS,
                         {"op": "delete", "src": 8, "dst": 9}])
         key = ("csm_updates_total", (("op", "insert"), ("status", "applied")))
-        deadline = time.monotonic() + 30
-        while _samples(c).get(key) != 3.0:
+        done = ("csm_response_seconds_count", ())
+        deadline = time.monotonic() + 30      # the chunk is committed and gauges are set
+        while (_samples(c).get(key), _samples(c).get(done),
+               _samples(c).get(("csm_graph_edges", ()))) != (3.0, 1.0, 3.0):
             assert time.monotonic() < deadline, _samples(c)
             time.sleep(0.01)
         m = _samples(c)
