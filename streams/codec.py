@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-
-from typing_extensions import NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, with_config
 from pydantic import ValidationError as _ValidationError
+from typing_extensions import TypedDict
 
 from gpu import MAX_QUERY_VERTICES, CountMode, Query, QuerySpec, UpdateOp
 
