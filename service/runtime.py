@@ -23,7 +23,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -85,6 +85,8 @@ class _Chunk:
     futures: list[asyncio.Future[Any]]
     arrivals: list[float]
     outcomes: dict[int, Outcome]
+    #: per query: deltas, matches created, matches destroyed (metrics, once per chunk)
+    tally: dict[int, list[int]] = field(default_factory=dict)
 
 
 class Runtime:
@@ -232,6 +234,11 @@ class Runtime:
             now = time.time()
             for a in chunk.arrivals:
                 self.metrics.response.observe(max(now - a, 0.0))
+            for q, (n, pos, neg) in chunk.tally.items():
+                if q in self.queries:
+                    self.metrics.deltas.labels(str(q)).inc(n)
+                    self.metrics.matches.labels(str(q), "+").inc(pos)
+                    self.metrics.matches.labels(str(q), "-").inc(neg)
         self.next_offset = last + 1
         self._settle(chunk.outcomes)
         self._gauges()
@@ -318,9 +325,9 @@ class Runtime:
                 partition=q % self.cfg.matches_partitions,
                 headers=[("seq", str(event["seq"]).encode())])
         chunk.futures.append(fut)
-        sign = "+" if event["sign"] > 0 else "-"
-        self.metrics.deltas.labels(str(q)).inc()
-        self.metrics.matches.labels(str(q), sign).inc(event["count"])
+        tally = chunk.tally.setdefault(q, [0, 0, 0])   # deltas, +matches, -matches
+        tally[0] += 1
+        tally[1 if event["sign"] > 0 else 2] += event["count"]
         recent = self._recent.get(q)
         if recent is not None:
             recent.append(event)
