@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from streams import GenConfig, generate
-from streams.codec import SEQ_STRIDE, docs_from_batch
+from streams.codec import SEQ_STRIDE, doc_from_query, docs_from_batch
 from streams.formats import csm
 
 from .client import read_topic
@@ -59,9 +59,7 @@ def run_demo(gen: GenConfig, settings: Settings, batch_size: int = 100, rate: fl
         echo(f"graph: {loaded['vertices']:,} vertices, {loaded['edges']:,} edges")
         queries = []
         for shape, q in ds.queries:
-            doc = {"vertices": [{"id": i, "label": lab} for i, lab in enumerate(q.vertex_labels)],
-                   "edges": [{"src": a, "dst": b, "label": lab} for a, b, lab in q.edges],
-                   "name": shape, "list_matches": True, "max_matches_per_update": 3}
+            doc = doc_from_query(q, name=shape, list_matches=True, max_matches_per_update=3)
             queries.append(c.register(doc))
             echo(f"query {queries[-1]['id']} ({shape}): {q.n} vertices, {len(q.edges)} edges")
         docs = docs_from_batch(ds.stream)

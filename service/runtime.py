@@ -104,6 +104,7 @@ class Runtime:
         self._loads: dict[str, list[LoadPart]] = {}
         self._skip: dict[int, tuple[int, int, int]] = {}
         self._dead_upto = -1
+        self._reclaimed_seen = 0
         self._task: asyncio.Task[None] | None = None
         self._producer = make_producer(kafka)
         self._consumer = make_consumer(kafka, cfg.group)
@@ -258,7 +259,7 @@ class Runtime:
         m.edges.set(g.num_edges)
         m.versions.set(g.pool_used)
         m.garbage.set(g.garbage)
-        gained = g.reclaimed - getattr(self, "_reclaimed_seen", 0)
+        gained = g.reclaimed - self._reclaimed_seen
         if gained > 0:
             m.reclaimed.inc(gained)
         self._reclaimed_seen = g.reclaimed

@@ -43,6 +43,7 @@ __all__ = [
     "UpdateDoc",
     "Updates",
     "decode",
+    "doc_from_query",
     "docs_from_batch",
     "encode_control",
     "encode_updates",
@@ -326,3 +327,9 @@ def docs_from_batch(batch: Any) -> list[dict[str, Any]]:
         else:
             out.append({"op": _NAMES[op], "id": s})
     return out
+
+
+def doc_from_query(q: Query, **options: Any) -> dict[str, Any]:
+    """A Query as the REST body that registers it (``options``: count, list_matches...)."""
+    return {"vertices": [{"id": i, "label": lab} for i, lab in enumerate(q.vertex_labels)],
+            "edges": [{"src": a, "dst": b, "label": lab} for a, b, lab in q.edges], **options}

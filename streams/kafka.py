@@ -107,10 +107,12 @@ async def last_records(cfg: KafkaConfig, topic: str, partitions: int) -> AsyncIt
                 if ends[tp] <= starts[tp]:
                     continue
                 consumer.seek(tp, ends[tp] - 1)
-                while True:
+                for _ in range(30):
                     got = await consumer.getmany(tp, timeout_ms=1000)
                     if got.get(tp):
                         yield got[tp][-1]
                         break
+                else:
+                    raise KafkaError(f"{tp}: its last record could not be read in 30 s")
         finally:
             await consumer.stop()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaProducer
 
-from gpu import Engine, Query, UpdateBatch
+from gpu import Engine, UpdateBatch
 from service.client import read_topic
 from service.serve import ServerThread
 from service.settings import Settings
@@ -27,6 +27,7 @@ from streams.codec import (
     Unregister,
     Updates,
     decode,
+    doc_from_query,
     docs_from_batch,
 )
 from streams.exceptions import DecodeError
@@ -51,9 +52,7 @@ def start(settings: Settings) -> ServerThread:
     return ServerThread(settings).start()
 
 
-def query_doc(q: Query, **kw: Any) -> dict[str, Any]:
-    return {"vertices": [{"id": i, "label": lab} for i, lab in enumerate(q.vertex_labels)],
-            "edges": [{"src": a, "dst": b, "label": lab} for a, b, lab in q.edges], **kw}
+query_doc = doc_from_query
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
