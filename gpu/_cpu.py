@@ -25,6 +25,9 @@ class CpuExecutor:
     def drain(self) -> None:
         """Nothing runs in the background."""
 
+    def device_memory(self) -> tuple[int, int]:
+        return 0, 0
+
     def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Done:
         return Done(self.match(graph, plans, tasks))
 

@@ -85,6 +85,9 @@ class Executor(Protocol):
     def drain(self) -> None:
         """Finish every submitted ticket."""
 
+    def device_memory(self) -> tuple[int, int]:
+        """(bytes held on the device, bytes it may hold); (0, 0) for host-only backends."""
+
 
 EXECUTORS: dict[str, Callable[[], Executor]] = {}
 

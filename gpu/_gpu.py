@@ -110,6 +110,11 @@ class GpuExecutor:
         for t in self._in_flight():
             t.wait()
 
+    def device_memory(self) -> tuple[int, int]:
+        """CuPy's pool (graph mirror, stacks, outputs) against the device's memory."""
+        return (int(self.cp.get_default_memory_pool().total_bytes()),
+                int(self.cp.cuda.runtime.memGetInfo()[1]))
+
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         busy = self._in_flight()
         # a kernel in flight may read the versions installed now: they must fit its rows,

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/system-deps.sh
 exec .venv/bin/python -m pytest "$@"

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpu import CsmError, Engine, LoadStats, QueryError, UnknownQueryError, warm_up
-from streams import read_graph
+from streams import OP_NAMES, read_graph
 from streams.broker import EmbeddedBroker
 from streams.codec import (
     SEQ_STRIDE,
@@ -40,10 +40,11 @@ from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_produce
 
 from .exceptions import BadRequest, GraphNotEmpty, NotReady, TooLarge, Unauthorized
 from .metrics import Metrics
-from .runtime import RegisteredDoc, Runtime, RuntimeConfig
+from .runtime import STATUS_NAMES, RegisteredDoc, Runtime, RuntimeConfig
 from .schemas import (
     ErrorBody,
     GraphLoaded,
+    GraphSize,
     MatchPage,
     QueryCreate,
     QueryPublic,
@@ -115,7 +116,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
         engine = Engine(s.backend)
         await asyncio.to_thread(warm_up, engine.backend)
-        metrics = Metrics()
+        metrics = Metrics(backend=engine.backend, ops=OP_NAMES.values(), statuses=STATUS_NAMES,
+                          reasons=[r for _, code, r in _STATUS if code < 500] + ["invalid"])
         runtime = Runtime(engine, kafka, RuntimeConfig(
             updates_topic=s.topic_updates, matches_topic=s.topic_matches,
             queries_topic=s.topic_queries, deadletter_topic=s.topic_deadletter,
@@ -308,6 +310,13 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
         """Recent deltas of one query (bounded memory; the matches topic has them all)."""
         _get(svc, query)
         return MatchPage(query=query, events=svc.runtime.recent(query, after_seq, limit))
+
+    @app.get("/v1/graph", response_model=GraphSize)
+    async def get_graph(svc: ServicesDep) -> GraphSize:
+        """Vertices and alive edges now, and the update-log offset they reflect."""
+        g = svc.runtime.engine.graph
+        return GraphSize(vertices=g.num_vertices, edges=g.num_edges,
+                         offset=svc.runtime.next_offset)
 
     @app.post("/v1/graph", status_code=201, response_model=GraphLoaded,
               dependencies=[WriteAuth], responses={409: {"model": ErrorBody},

@@ -160,27 +160,39 @@ def gen(out: str, **kw: int | float) -> None:
               help="Updates per second posted (0: as fast as possible).")
 @click.option("--show", type=click.IntRange(0), default=10, show_default=True,
               help="Deltas to print.")
+@click.option("--url", help="Drive this running service instead of starting one "
+              "(its graph is loaded unless it has one already).")
+@click.option("--token", envvar="CSM_API_TOKEN", help="Bearer token for --url.")
+@click.option("--loop", is_flag=True, help="Keep posting new streams until stopped.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary on stdout.")
 @_gen_options
-def demo(backend: str, batch_size: int, rate: float, show: int, as_json: bool,
-         **kw: int | float) -> None:
-    """Run the service on an embedded broker, load a generated graph, register queries,
-    stream updates over REST and print the deltas read back from Kafka."""
+def demo(backend: str, batch_size: int, rate: float, show: int, url: str | None,
+         token: str | None, loop: bool, as_json: bool, **kw: int | float) -> None:
+    """Run the service on an embedded broker (or drive one at --url), load a generated
+    graph, register queries, stream updates over REST and print the deltas read back
+    from Kafka."""
     from streams import GenConfig
     from streams.broker import free_port
 
-    from .demo import run_demo
+    from .client import CsmClient
+    from .demo import drive, run_demo
     from .serve import configure_logging
     from .settings import Settings
     configure_logging("warning")
+    echo = lambda s: click.echo(s, err=as_json)  # noqa: E731
     with _errors():
         gen = GenConfig(vertices=kw["vertices"], edges=kw["edges"], labels=kw["labels"],  # type: ignore[arg-type]
                         queries=kw["n_queries"], insert_ratio=kw["insert_ratio"],  # type: ignore[arg-type]
                         delete_ratio=kw["delete_ratio"], seed=kw["seed"])  # type: ignore[arg-type]
-        settings = Settings(backend=backend, port=free_port(), kafka_bootstrap=None,
-                            log_level="warning")
-        report = run_demo(gen, settings, batch_size, rate, 0 if as_json else show,
-                          echo=lambda s: click.echo(s, err=as_json))
+        show = 0 if as_json else show
+        if url:
+            with CsmClient(url, token=token) as c:
+                report = drive(c, gen, Settings().topic_matches, batch_size, rate, show, echo,
+                               rounds=None if loop else 1)
+        else:
+            settings = Settings(backend=backend, port=free_port(), kafka_bootstrap=None,
+                                log_level="warning")
+            report = run_demo(gen, settings, batch_size, rate, show, echo)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
         return

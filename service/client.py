@@ -78,6 +78,9 @@ class CsmClient:
     def delete_query(self, qid: int) -> None:
         self._call("DELETE", f"/v1/queries/{qid}")
 
+    def graph(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/graph"))
+
     def load_graph(self, path: str | Path, fmt: str = "csm") -> dict[str, Any]:
         with open(path, "rb") as f:
             return dict(self._call("POST", "/v1/graph", params={"format": fmt}, content=f))

@@ -2,13 +2,16 @@
 
 One :class:`Metrics` per app, each with its own registry, so several apps can live in one
 process (tests). Query ids are label values only while the query is registered: the
-runtime drops a query's series when it is deleted, which bounds their number.
+runtime drops a query's series when it is deleted, which bounds their number. Label sets
+known in advance (operations, outcomes, rejection reasons) are exported at zero from the
+start, so dashboards and alerts see a series before the first event, not a gap.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -18,6 +21,13 @@ from prometheus_client.registry import Collector
 __all__ = ["Metrics"]
 
 _LATENCY = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def _version() -> str:
+    try:
+        return version("csm-service")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 class _Nvml(Collector):
@@ -52,8 +62,12 @@ class _Nvml(Collector):
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, backend: str = "cpu", ops: Iterable[str] = (),
+                 statuses: Iterable[str] = (), reasons: Iterable[str] = ()) -> None:
         r = self.registry = CollectorRegistry()
+        self.info = Gauge("csm_build_info", "Always 1: the version and the matching backend",
+                          ["version", "backend"], registry=r)
+        self.info.labels(_version(), backend).set(1)
         self.response = Histogram(
             "csm_response_seconds", "Arrival of an update message at the service to its "
             "deltas acknowledged by the broker", buckets=_LATENCY, registry=r)
@@ -89,7 +103,18 @@ class Metrics:
                                registry=r)
         self.host_bytes = Counter("csm_host_bytes_read_total",
                                   "Bytes read from host memory in out-of-core mode", registry=r)
+        self.device_used = Gauge("csm_device_memory_used_bytes",
+                                 "Device memory the engine holds (0 on the CPU backend)",
+                                 registry=r)
+        self.device_budget = Gauge("csm_device_memory_budget_bytes",
+                                   "Device memory the engine may hold (0 on the CPU backend)",
+                                   registry=r)
         r.register(_Nvml())
+        for op in ops:
+            for st in statuses:
+                self.updates.labels(op, st)
+        for reason in reasons:
+            self.rejected_requests.labels(reason)
 
     def drop_query(self, qid: int) -> None:
         """Forget a deleted query's series (keeps label values bounded)."""

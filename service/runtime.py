@@ -48,11 +48,12 @@ from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer
 from .exceptions import GraphNotEmpty
 from .metrics import Metrics
 
-__all__ = ["Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
+__all__ = ["STATUS_NAMES", "Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
 
 log = logging.getLogger("csm.runtime")
 _STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
            UpdateStatus.REJECTED: "rejected"}
+STATUS_NAMES = tuple(_STATUS.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,7 @@ class Runtime:
             self.queries[qid] = RegisteredDoc(reg, rd.doc, rd.seq)
             self._recent.setdefault(qid, deque(maxlen=self.cfg.recent_per_query))
         self.metrics.queries.set(len(self.queries))
+        self._gauges()
         if committed:
             log.info("replayed %d records in %.2f s: %d vertices, %d edges, %d queries",
                      committed, time.perf_counter() - t0, self.engine.graph.num_vertices,
@@ -263,6 +265,9 @@ class Runtime:
         if gained > 0:
             m.reclaimed.inc(gained)
         self._reclaimed_seen = g.reclaimed
+        used, budget = self.engine.executor.device_memory()
+        m.device_used.set(used)
+        m.device_budget.set(budget)
 
     async def _apply_updates(self, run: list[tuple[int, Updates, float]], chunk: _Chunk,
                              replay: bool) -> None:

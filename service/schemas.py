@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streams.codec import QueryDoc, UpdateDoc
 
-__all__ = ["ErrorBody", "GraphLoaded", "MatchEvent", "MatchPage", "QueryCreate", "QueryPublic",
-           "UpdatesAccepted", "UpdatesRequest"]
+__all__ = ["ErrorBody", "GraphLoaded", "GraphSize", "MatchEvent", "MatchPage", "QueryCreate",
+           "QueryPublic", "UpdatesAccepted", "UpdatesRequest"]
 
 QueryCreate = QueryDoc
 
@@ -60,6 +60,14 @@ class GraphLoaded(BaseModel):
     self_loops: int
     duplicates: int
     seconds: float
+
+
+class GraphSize(BaseModel):
+    """The graph as of the last processed update-log record."""
+
+    vertices: int
+    edges: int
+    offset: int
 
 
 class ErrorBody(BaseModel):

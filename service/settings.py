@@ -18,7 +18,8 @@ MiB = 1 << 20
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CSM_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="CSM_", frozen=True, extra="ignore",
+                                      env_ignore_empty=True)  # CSM_X= means unset
 
     # API
     host: str = "127.0.0.1"

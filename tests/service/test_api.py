@@ -124,9 +124,11 @@ def test_graph_upload_once(service: Callable[..., Running], tmp_path: Path) -> N
     good = tmp_path / "g.graph"
     good.write_text("v 1 0\nv 2 0\nv 3 0\ne 1 2 0\ne 2 3 0\n")
     with svc.client() as c:
+        assert c.graph() == {"vertices": 0, "edges": 0, "offset": 0}
         r = c.http.post("/v1/graph", content=bad.read_bytes())
         assert r.status_code == 422 and "line 2" in r.json()["detail"]
         assert c.load_graph(good)["edges"] == 2
+        assert c.graph() == {"vertices": 3, "edges": 2, "offset": 1}
         r = c.http.post("/v1/graph", content=good.read_bytes())
         assert r.status_code == 409 and "not empty" in r.json()["detail"]
         snap = c.http.post("/v1/graph?format=snap", content=b"1 2\n")
