@@ -22,11 +22,11 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from aiokafka import TopicPartition
 
 from gpu import (
@@ -54,6 +54,11 @@ log = logging.getLogger("csm.runtime")
 _STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
            UpdateStatus.REJECTED: "rejected"}
 STATUS_NAMES = tuple(_STATUS.values())
+_OPS = tuple(OP_NAMES[UpdateOp(k)] for k in range(len(OP_NAMES)))
+#: a matches-topic message, formatted straight from the delta columns (same keys and order
+#: as the documented event; floats in repr form, as json.dumps writes them)
+_EVENT = ('{"query":%d,"seq":%d,"sub":%d,"op":"%s","src":%d,"dst":%d,"sign":%d,"count":%d,'
+          '"matches":%s,"truncated":%s,"arrived_at":%r,"published_at":%r}')
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,8 @@ class _Chunk:
     outcomes: dict[int, Outcome]
     #: per query: deltas, matches created, matches destroyed (metrics, once per chunk)
     tally: dict[int, list[int]] = field(default_factory=dict)
+    #: record batches filled up, waiting to be sent before the open ones (partition, batch)
+    full: list[tuple[int, Any]] = field(default_factory=list)
 
 
 class Runtime:
@@ -99,7 +106,7 @@ class Runtime:
         self.next_offset = 0
         self.ready = False
         self.failed: BaseException | None = None
-        self._recent: dict[int, deque[dict[str, Any]]] = {}
+        self._recent: dict[int, deque[tuple[int, bytes]]] = {}   # (seq, message value)
         self._outcomes: dict[int, Outcome] = {}
         self._waiters: dict[int, list[asyncio.Future[Outcome]]] = {}
         self._loads: dict[str, list[LoadPart]] = {}
@@ -169,7 +176,13 @@ class Runtime:
         return await asyncio.wait_for(fut, timeout)
 
     def recent(self, qid: int, after_seq: int, limit: int) -> list[dict[str, Any]]:
-        return [e for e in self._recent.get(qid, ()) if e["seq"] > after_seq][:limit]
+        out = []
+        for seq, value in self._recent.get(qid, ()):
+            if seq > after_seq:
+                out.append(json.loads(value))
+                if len(out) == limit:
+                    break
+        return out
 
     # -- recovery ------------------------------------------------------------------
     async def _recover(self) -> None:
@@ -285,7 +298,7 @@ class Runtime:
         if replay:
             return
         arrived = {off: a for off, _, a in run}
-        await self._publish(result.deltas(), arrived, chunk)
+        await self._publish(result, arrived, chunk)
 
     def _count_updates(self, batch: UpdateBatch, result: BatchResult) -> None:
         raw = result.ops.raw
@@ -300,43 +313,100 @@ class Runtime:
                 self.metrics.updates.labels(OP_NAMES[UpdateOp(k // 3)],
                                             _STATUS[UpdateStatus(k % 3)]).inc(n)
 
-    async def _publish(self, deltas: Iterable[Any], arrived: dict[int, float],
+    async def _publish(self, result: BatchResult, arrived: dict[int, float],
                        chunk: _Chunk) -> None:
+        """One matches message per non-empty (update, query) delta, built column-wise and
+        appended to one record batch per partition: no per-delta dict, send or future."""
+        ii, jj = np.nonzero(result.counts)
+        if not len(ii):
+            return
+        qids = np.asarray(result.query_ids, np.int64)[jj]
+        seq, sub = result.seq[ii], result.sub[ii].astype(np.int64)
         P = self.cfg.matches_partitions
-        for d in deltas:
-            if self._skip:
-                cut = self._skip.get(d.query % P)
-                if cut is not None and (d.seq, d.sub, d.query) <= cut:
-                    continue
-            event = {"query": d.query, "seq": d.seq, "sub": d.sub, "op": OP_NAMES[d.request_op],
-                     "src": d.src, "dst": d.dst, "sign": d.sign, "count": d.count,
-                     "matches": None if d.matches is None else d.matches.tolist(),
-                     "truncated": d.truncated,
-                     "arrived_at": arrived.get(d.seq // SEQ_STRIDE, 0.0)}
-            await self._send_event(event, chunk)
+        keep = np.ones(len(ii), np.bool_)
+        for part, (cs, csub, cq) in self._skip.items():   # after a crash: already published
+            mine = qids % P == part
+            done = (seq < cs) | ((seq == cs) & ((sub < csub) | ((sub == csub) & (qids <= cq))))
+            keep &= ~(mine & done)
         if self._skip and self._skip_passed(arrived):
             self._skip.clear()
+        if not keep.all():
+            ii, jj, qids, seq, sub = ii[keep], jj[keep], qids[keep], seq[keep], sub[keep]
+        counts = result.counts[ii, jj]
+        offs = np.fromiter(arrived, np.int64, len(arrived))
+        at = np.fromiter(arrived.values(), np.float64, len(arrived))
+        order = np.argsort(offs)
+        arr = at[order][np.searchsorted(offs[order], seq // SEQ_STRIDE)]
+        listed = {(int(o), q): r for q, lst in result.listings.items()
+                  for r, o in enumerate(lst.op_index.tolist())}
+        now = time.time()
+        batches: dict[int, Any] = {}
+        for i, q, sq, sb, c, a, rop, src, dst in zip(
+                ii.tolist(), qids.tolist(), seq.tolist(), sub.tolist(), counts.tolist(),
+                arr.tolist(), result.request_op[ii].tolist(), result.ops.src[ii].tolist(),
+                result.ops.dst[ii].tolist(), strict=True):
+            r = listed.get((i, q))
+            if r is None:
+                matches, trunc = "null", "false"
+            else:
+                lst = result.listings[q]
+                matches = json.dumps(lst.rows_of(r).tolist(), separators=(",", ":"))
+                trunc = "true" if lst.truncated[r] else "false"
+            value = (_EVENT % (q, sq, sb, _OPS[rop], src, dst, 1 if c > 0 else -1, abs(c),
+                               matches, trunc, a, now)).encode()
+            self._append(batches, q % P, str(q).encode(), value, sq, chunk)
+            recent = self._recent.get(q)
+            if recent is not None:
+                recent.append((sq, value))
+        await self._flush(batches, chunk)
+        self._tally(chunk, qids, counts)
+
+    def _append(self, batches: dict[int, Any], part: int, key: bytes, value: bytes, seq: int,
+                chunk: _Chunk) -> None:
+        b = batches.get(part)
+        if b is None:
+            b = batches[part] = self._producer.create_batch()
+        if b.append(key=key, value=value, timestamp=None,
+                    headers=[("seq", str(seq).encode())]) is None:   # full: start another
+            chunk.full.append((part, b))
+            b = batches[part] = self._producer.create_batch()
+            b.append(key=key, value=value, timestamp=None, headers=[("seq", str(seq).encode())])
+
+    async def _flush(self, batches: dict[int, Any], chunk: _Chunk) -> None:
+        """Submit the record batches in the order they were filled (per partition)."""
+        full, chunk.full = chunk.full, []
+        with kafka_errors("sending deltas"):
+            for part, b in [*full, *batches.items()]:
+                b.close()
+                chunk.futures.append(await self._producer.send_batch(
+                    b, self.cfg.matches_topic, partition=part))
+
+    @staticmethod
+    def _tally(chunk: _Chunk, qids: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> None:
+        for q in np.unique(qids).tolist():
+            c = counts[qids == q]
+            t = chunk.tally.setdefault(q, [0, 0, 0])   # deltas, +matches, -matches
+            t[0] += len(c)
+            t[1] += int(c[c > 0].sum())
+            t[2] += int(-c[c < 0].sum())
 
     def _skip_passed(self, arrived: dict[int, float]) -> bool:
         top = (max(arrived) + 1) * SEQ_STRIDE
         return all(s < top for s, _, _ in self._skip.values())
 
     async def _send_event(self, event: dict[str, Any], chunk: _Chunk) -> None:
+        """A single delta outside update batches (a registration's initial matches)."""
         q = event["query"]
         event["published_at"] = time.time()
         value = json.dumps(event, separators=(",", ":")).encode()
-        with kafka_errors("sending a delta"):
-            fut = await self._producer.send(
-                self.cfg.matches_topic, value, key=str(q).encode(),
-                partition=q % self.cfg.matches_partitions,
-                headers=[("seq", str(event["seq"]).encode())])
-        chunk.futures.append(fut)
-        tally = chunk.tally.setdefault(q, [0, 0, 0])   # deltas, +matches, -matches
-        tally[0] += 1
-        tally[1 if event["sign"] > 0 else 2] += event["count"]
+        batches: dict[int, Any] = {}
+        self._append(batches, q % self.cfg.matches_partitions, str(q).encode(), value,
+                     event["seq"], chunk)
+        await self._flush(batches, chunk)
+        self._tally(chunk, np.array([q]), np.array([event["count"] * event["sign"]]))
         recent = self._recent.get(q)
         if recent is not None:
-            recent.append(event)
+            recent.append((event["seq"], value))
 
     async def _dead_letter(self, rec: Any, reason: str, chunk: _Chunk, replay: bool) -> None:
         log.warning("update-log offset %d dead-lettered: %s", rec.offset, reason)
