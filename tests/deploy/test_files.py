@@ -51,8 +51,11 @@ def test_compose_service_variants() -> None:
     dev = gpu["deploy"]["resources"]["reservations"]["devices"][0]
     assert dev["driver"] == "nvidia" and "gpu" in dev["capabilities"]
     assert "deploy" not in cpu
+    assert gpu["build"]["args"]["FLAVOR"] == "gpu"
+    for svc in (cpu, s["demo"]):
+        assert svc["build"]["args"]["FLAVOR"] == "cpu"
     for svc in (gpu, cpu, s["demo"]):
-        assert svc["build"]["target"] in stages
+        assert f"{svc['build']['args']['FLAVOR']}-base" in stages
     for svc in (gpu, cpu):
         assert svc["environment"]["CSM_KAFKA_BOOTSTRAP"] == "kafka:9092"
         assert svc["depends_on"]["kafka"]["condition"] == "service_healthy"
@@ -82,16 +85,18 @@ def test_prometheus_and_grafana_mounts() -> None:
 
 def test_dockerfile() -> None:
     stages = _stages()
-    assert {"cpu", "gpu"} <= set(stages)
-    assert list(stages)[-1] == "gpu", "a plain `docker build .` gives the GPU image"
+    assert list(stages) == ["wheel", "cpu-base", "gpu-base", "final"]
+    assert re.search(r"^ARG FLAVOR=gpu$", DOCKERFILE, re.M), "plain `docker build .` is GPU"
+    assert re.search(r"^FROM \$\{FLAVOR\}-base AS final$", DOCKERFILE, re.M)
     assert re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:13[.\d]*-runtime-", DOCKERFILE, re.M)
-    for name in ("cpu", "gpu"):
-        body = stages[name]
-        assert re.search(r"^USER csm$", body, re.M), f"{name}: not a non-root user"
-        assert "/readyz" in body and "HEALTHCHECK" in body
-        assert "CUPY_CACHE_DIR=/var/cache/csm/cupy" in body
-        assert 'VOLUME ["/var/cache/csm"]' in body
-    assert "[gpu]" in stages["gpu"]
+    assert 'CSM_EXTRA="[gpu]"' in stages["gpu-base"] and "CSM_BACKEND=gpu" in stages["gpu-base"]
+    assert "CSM_BACKEND=cpu" in stages["cpu-base"]
+    final = stages["final"]
+    assert re.search(r"^USER csm$", final, re.M), "not a non-root user"
+    assert "/readyz" in final and "HEALTHCHECK" in final
+    assert "CUPY_CACHE_DIR=/var/cache/csm/cupy" in final
+    assert 'VOLUME ["/var/cache/csm"]' in final
+    assert "${CSM_EXTRA}" in final
     for src in re.findall(r"^COPY (?!--from)(.+) \S+$", DOCKERFILE, re.M):
         for p in src.split():
             assert (ROOT / p).exists(), f"Dockerfile copies {p}, which is not in the repo"
