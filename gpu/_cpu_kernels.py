@@ -40,7 +40,7 @@ _LOW32 = np.int64(0xFFFFFFFF)
 _ONE32 = np.int64(1) << np.int64(32)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def _label_range(key, off, n, lab):  # type: ignore[no-untyped-def]
     if lab == _WILD:
         return off, off + n
@@ -49,12 +49,12 @@ def _label_range(key, off, n, lab):  # type: ignore[no-untyped-def]
     return lo, lower_bound(key, lo, off + n, base + _ONE32)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
     return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     n = 0
     for i in range(lo, hi):
@@ -64,7 +64,7 @@ def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def
     return n
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     """out[0:n] = src[slo:shi] ∩ visible(key[lo:hi]); out may alias src when slo == 0."""
     w = 0
@@ -106,7 +106,7 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
     return w
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
              raw, rrow, rlo, rhi, ilo, ihi, ranges):  # type: ignore[no-untyped-def]
     """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi."""
@@ -171,7 +171,7 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, 
     ilo[L], ihi[L] = lo, hi
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: ignore[no-untyped-def]
     """Degree and neighbour-label counts of x can cover query level L's needs.
 
@@ -188,7 +188,7 @@ def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: 
     return True
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def _valid(x, L, upto, p, f, pl):  # type: ignore[no-untyped-def]
     """x differs from f[0:upto] and meets level L's symmetry masks (they name levels < upto)."""
     for j in range(upto):
@@ -205,7 +205,7 @@ def _valid(x, L, upto, p, f, pl):  # type: ignore[no-untyped-def]
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignore[no-untyped-def]
     """Candidates of level L that differ from f[0:upto] and meet L's symmetry masks."""
     buf = raw[rrow[L]]
@@ -228,7 +228,7 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
     return c
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
              dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, out, out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
@@ -339,7 +339,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     return total
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def _buffers(maxlen):  # type: ignore[no-untyped-def]
     return (np.empty((M, maxlen + 1), np.int64), np.zeros(M, np.int32), np.zeros(M, np.int64),
             np.zeros(M, np.int64), np.zeros(M, np.int64), np.zeros(M, np.int64),
@@ -347,7 +347,7 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
             np.zeros((3, M), np.int64))
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
                 seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task; tasks are dealt round-robin in ``order``."""
@@ -367,7 +367,7 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
     return counts
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, cache=True, nogil=True)
 def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl,
                nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""

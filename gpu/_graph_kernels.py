@@ -31,13 +31,13 @@ _R_NONE, _R_LOOP = np.int8(RejectReason.NONE), np.int8(RejectReason.SELF_LOOP)
 _R_RELABEL, _R_WILD = np.int8(RejectReason.RELABEL_CONNECTED), np.int8(RejectReason.WILDCARD_LABEL)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def make_key(label, v):  # type: ignore[no-untyped-def]
     """Sort key of a neighbour: (label, id), so each label is one contiguous range."""
     return (np.int64(label) << np.int64(32)) | np.int64(v)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def lower_bound(a, lo, hi, x):  # type: ignore[no-untyped-def]
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -48,7 +48,7 @@ def lower_bound(a, lo, hi, x):  # type: ignore[no-untyped-def]
     return lo
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
     i = lower_bound(key, off, off + n, k)
     while i < off + n and key[i] == k:
@@ -58,7 +58,7 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
     return -1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
     """Delete alive edge a-b (entry e in a's version) at a new tick; returns the tick."""
     f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
@@ -72,7 +72,7 @@ def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: 
     return t
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
                 seg_off, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
     v = meta[NV]
@@ -94,7 +94,7 @@ def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
     return np.int32(v)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
     if seg_batch[v] != meta[BATCH]:
         return max(8, 2 * np.int64(seg_len[v]) + 2)
@@ -103,7 +103,7 @@ def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
     return 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """New version of v's neighbour array (copy-on-write); drops entries no reader can see."""
     src, n = seg_off[v], seg_len[v]
@@ -125,7 +125,7 @@ def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct,
     seg_batch[v] = meta[BATCH]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
                   key, elab, ct, dt):  # type: ignore[no-untyped-def]
     need = _need(v, meta, seg_len, seg_cap, seg_batch)
@@ -152,7 +152,7 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
     seg_len[v] = n + 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
                 key, elab, ct, dt,
@@ -293,7 +293,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
     return len(ops), n_out, DONE
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def compact(meta, nv, seg_off, seg_len, seg_cap, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Drop entries no reader can see and pack the current versions to the pool's front.
 

@@ -15,7 +15,7 @@ __all__ = ["IdMap"]
 _EMPTY = np.uint8(0)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def _hash(x: np.int64) -> np.uint64:
     z = np.uint64(x) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -23,7 +23,7 @@ def _hash(x: np.int64) -> np.uint64:
     return z ^ (z >> np.uint64(31))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
     """Slot holding ``x`` or the empty slot where it would go."""
     mask = np.uint64(len(keys) - 1)
@@ -33,7 +33,7 @@ def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
     return np.int64(i)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def lookup_many(keys, vals, used, xs):  # type: ignore[no-untyped-def]
     out = np.empty(len(xs), np.int32)
     for j in range(len(xs)):
@@ -42,7 +42,7 @@ def lookup_many(keys, vals, used, xs):  # type: ignore[no-untyped-def]
     return out
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def intern_bulk(keys, vals, used, xs):  # type: ignore[no-untyped-def]
     """Map ``xs[i] -> i`` (xs distinct; the table has room)."""
     for i in range(len(xs)):
@@ -52,7 +52,7 @@ def intern_bulk(keys, vals, used, xs):  # type: ignore[no-untyped-def]
         used[s] = 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _rehash(keys, vals, used, nkeys, nvals, nused):  # type: ignore[no-untyped-def]
     for i in range(len(keys)):
         if used[i] != 0:

@@ -97,6 +97,20 @@ class _Chunk:
     full: list[tuple[int, Any]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Run:
+    """Update messages handed to the engine, and the worker-thread task matching them."""
+
+    run: list[tuple[int, Updates, float]]
+    batch: UpdateBatch
+    task: asyncio.Future[BatchResult]
+    t0: float
+
+
+#: updates per engine batch at most, so decoding the next batch overlaps matching this one
+_RUN_UPDATES = 32_768
+
+
 class Runtime:
     def __init__(self, engine: Engine, kafka: KafkaConfig, cfg: RuntimeConfig,
                  metrics: Metrics) -> None:
@@ -221,8 +235,13 @@ class Runtime:
 
     # -- processing ------------------------------------------------------------------
     async def _handle(self, records: list[Any], *, replay: bool) -> None:
+        """Decode while the engine works: runs of update messages (cut at control records
+        and at ``_RUN_UPDATES``) are applied in a worker thread one after another, and
+        the loop decodes the next run and publishes the previous one meanwhile."""
         chunk = _Chunk([], [], {})
         run: list[tuple[int, Updates, float]] = []
+        size = 0
+        pending: _Run | None = None
         for rec in records:
             try:
                 item = decode(rec.value)
@@ -232,16 +251,23 @@ class Runtime:
                 arrived = item.arrived_at if item.arrived_at is not None else rec.timestamp / 1e3
                 chunk.arrivals.append(arrived)
                 run.append((rec.offset, item, arrived))
+                size += len(item)
+                if size >= _RUN_UPDATES:
+                    pending = await self._next_run(pending, run, chunk, replay)
+                    run, size = [], 0
                 continue
-            if run:
-                await self._apply_updates(run, chunk, replay)
-                run = []
+            pending = await self._next_run(pending, run, chunk, replay)
+            run, size = [], 0
+            if pending is not None:
+                await self._finish(pending, chunk, replay)
+                pending = None
             if isinstance(item, DecodeError):
                 await self._dead_letter(rec, str(item), chunk, replay)
             else:
                 chunk.outcomes[rec.offset] = await self._control(rec.offset, item, chunk, replay)
-        if run:
-            await self._apply_updates(run, chunk, replay)
+        pending = await self._next_run(pending, run, chunk, replay)
+        if pending is not None:
+            await self._finish(pending, chunk, replay)
         last = records[-1].offset
         if not replay:
             with kafka_errors("publishing deltas"):
@@ -282,23 +308,39 @@ class Runtime:
         m.device_used.set(used)
         m.device_budget.set(budget)
 
-    async def _apply_updates(self, run: list[tuple[int, Updates, float]], chunk: _Chunk,
-                             replay: bool) -> None:
-        seq = np.concatenate([off * SEQ_STRIDE + np.arange(len(u), dtype=np.int64)
-                              for off, u, _ in run])
-        us = [u for _, u, _ in run]
-        batch = UpdateBatch(seq=seq, op=np.concatenate([u.op for u in us]),
-                            src=np.concatenate([u.src for u in us]),
-                            dst=np.concatenate([u.dst for u in us]),
-                            label=np.concatenate([u.label for u in us]))
-        t0 = time.perf_counter()
-        result = await asyncio.to_thread(self.engine.apply, batch)
-        self.metrics.batch.observe(time.perf_counter() - t0)
-        self._count_updates(batch, result)
-        if replay:
-            return
-        arrived = {off: a for off, _, a in run}
-        await self._publish(result, arrived, chunk)
+    async def _next_run(self, pending: _Run | None, run: list[tuple[int, Updates, float]],
+                        chunk: _Chunk, replay: bool) -> _Run | None:
+        """Start ``run`` on the engine as soon as the previous run is done, then publish
+        the previous run's deltas while this one is matched."""
+        result = None
+        if pending is not None:
+            result = await pending.task
+            self.metrics.batch.observe(time.perf_counter() - pending.t0)
+        nxt = None
+        if run:
+            seq = np.concatenate([off * SEQ_STRIDE + np.arange(len(u), dtype=np.int64)
+                                  for off, u, _ in run])
+            us = [u for _, u, _ in run]
+            batch = UpdateBatch(seq=seq, op=np.concatenate([u.op for u in us]),
+                                src=np.concatenate([u.src for u in us]),
+                                dst=np.concatenate([u.dst for u in us]),
+                                label=np.concatenate([u.label for u in us]))
+            nxt = _Run(run, batch, asyncio.ensure_future(
+                asyncio.to_thread(self.engine.apply, batch)), time.perf_counter())
+        if pending is not None and result is not None:
+            await self._publish_run(pending, result, chunk, replay)
+        return nxt
+
+    async def _finish(self, pending: _Run, chunk: _Chunk, replay: bool) -> None:
+        result = await pending.task
+        self.metrics.batch.observe(time.perf_counter() - pending.t0)
+        await self._publish_run(pending, result, chunk, replay)
+
+    async def _publish_run(self, done: _Run, result: BatchResult, chunk: _Chunk,
+                           replay: bool) -> None:
+        self._count_updates(done.batch, result)
+        if not replay:
+            await self._publish(result, {off: a for off, _, a in done.run}, chunk)
 
     def _count_updates(self, batch: UpdateBatch, result: BatchResult) -> None:
         raw = result.ops.raw
