@@ -257,17 +257,14 @@ class Runtime:
                     run, size = [], 0
                 continue
             pending = await self._next_run(pending, run, chunk, replay)
+            pending = await self._next_run(pending, [], chunk, replay)   # drained
             run, size = [], 0
-            if pending is not None:
-                await self._finish(pending, chunk, replay)
-                pending = None
             if isinstance(item, DecodeError):
                 await self._dead_letter(rec, str(item), chunk, replay)
             else:
                 chunk.outcomes[rec.offset] = await self._control(rec.offset, item, chunk, replay)
         pending = await self._next_run(pending, run, chunk, replay)
-        if pending is not None:
-            await self._finish(pending, chunk, replay)
+        await self._next_run(pending, [], chunk, replay)
         last = records[-1].offset
         if not replay:
             with kafka_errors("publishing deltas"):
@@ -311,7 +308,7 @@ class Runtime:
     async def _next_run(self, pending: _Run | None, run: list[tuple[int, Updates, float]],
                         chunk: _Chunk, replay: bool) -> _Run | None:
         """Start ``run`` on the engine as soon as the previous run is done, then publish
-        the previous run's deltas while this one is matched."""
+        the previous run's deltas while this one is matched (an empty ``run`` drains)."""
         result = None
         if pending is not None:
             result = await pending.task
@@ -330,11 +327,6 @@ class Runtime:
         if pending is not None and result is not None:
             await self._publish_run(pending, result, chunk, replay)
         return nxt
-
-    async def _finish(self, pending: _Run, chunk: _Chunk, replay: bool) -> None:
-        result = await pending.task
-        self.metrics.batch.observe(time.perf_counter() - pending.t0)
-        await self._publish_run(pending, result, chunk, replay)
 
     async def _publish_run(self, done: _Run, result: BatchResult, chunk: _Chunk,
                            replay: bool) -> None:

@@ -9,6 +9,7 @@ machine (docs/testing.md has the command).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -85,7 +86,8 @@ class Stack:
                 assert p.poll() is None, f"{p.args[0]} exited: {self.logs()}"
             if time.monotonic() > deadline:
                 pytest.fail(f"timed out waiting for {what}: {self.logs()}")
-            time.sleep(0.2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.procs[0].wait(0.2)   # the service exiting ends the wait at once
 
     def logs(self) -> str:
         return "\n".join(f"--- {f.name}\n{f.read_text(errors='replace')[-3000:]}"
