@@ -2,7 +2,15 @@
 
 from . import _cpu, _gpu  # noqa: F401  (register the "cpu" and "gpu" executors)
 from ._engine import Engine, PendingBatch, QuerySpec, RegisteredQuery, warm_up
-from ._executor import EXECUTORS, Executor, MatchOutput, MatchTasks, create_executor
+from ._executor import (
+    EXECUTORS,
+    Executor,
+    ExecutorOptions,
+    IoStats,
+    MatchOutput,
+    MatchTasks,
+    create_executor,
+)
 from ._graph import HostGraph, LoadStats, OpTable
 from ._query import Query
 from ._results import BatchResult, BatchStats, Listing, MatchDelta
@@ -19,6 +27,8 @@ from ._types import (
 from .exceptions import BackendError, CsmError, EngineError, QueryError, UnknownQueryError
 
 __all__ = [
+    "ExecutorOptions",
+    "IoStats",
     "EXECUTORS",
     "INF_TICK",
     "MAX_QUERY_VERTICES",

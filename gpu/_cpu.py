@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 
 from . import _cpu_kernels as K
-from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks
+from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, plan_units
 from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 
@@ -43,11 +43,8 @@ class CpuExecutor:
              graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
         # count phase: one unit per (task, plan) so heavy updates spread over threads
-        nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
-        owner = np.repeat(np.arange(n), nplans)
-        first = np.repeat(np.cumsum(nplans) - nplans, nplans)
-        plan = (np.repeat(tasks.plan_lo, nplans) + (np.arange(len(owner)) - first)).astype(
-            np.int32)
+        owner, plan64 = plan_units(tasks)
+        plan = plan64.astype(np.int32)
         cost = graph.seg_len[tasks.a[owner]].astype(np.int64) * graph.seg_len[tasks.b[owner]]
         order = np.argsort(-cost, kind="stable")
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
@@ -69,4 +66,4 @@ class CpuExecutor:
         return MatchOutput(counts, listed, row_off, rows)
 
 
-EXECUTORS["cpu"] = CpuExecutor
+EXECUTORS["cpu"] = lambda options: CpuExecutor()

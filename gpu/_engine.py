@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._executor import Executor, MatchOutput, MatchTasks, Ticket, create_executor
+from ._executor import Executor, ExecutorOptions, MatchOutput, MatchTasks, Ticket, create_executor
 from ._graph import HostGraph, LoadStats, OpTable
 from ._planner import PlanSet, plan_query
 from ._query import Query
@@ -47,9 +47,10 @@ class RegisteredQuery:
 
 
 class Engine:
-    def __init__(self, backend: str = "auto", executor: Executor | None = None) -> None:
+    def __init__(self, backend: str = "auto", executor: Executor | None = None,
+                 options: ExecutorOptions | None = None) -> None:
         self.graph = HostGraph()
-        self.executor = executor or create_executor(backend)
+        self.executor = executor or create_executor(backend, options)
         self._queries: dict[int, RegisteredQuery] = {}
         self._plans: dict[int, list] = {}  # type: ignore[type-arg]
         self._planset: PlanSet | None = None
@@ -183,8 +184,10 @@ class Engine:
         ops, ei, qids = p.ops, p.ei, p.qids
         counts = np.zeros((len(ops), len(qids)), np.int64)
         listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
+        io = None
         if p.ticket is not None:
             out = p.ticket.wait()
+            io = out.io
             sign = np.where(ops.op[ei] == UpdateOp.INSERT_EDGE, 1, -1).astype(np.int64)
             counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None]
             listings = self._listings(ops, ei, qids, p.specs, out)
@@ -202,7 +205,9 @@ class Engine:
             ignored=int((raw_status == UpdateStatus.IGNORED).sum()),
             rejected=int((raw_status == UpdateStatus.REJECTED).sum()),
             positive=int(counts[counts > 0].sum()), negative=int(-counts[counts < 0].sum()),
-            resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1, tasks=p.ntasks)
+            resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1, tasks=p.ntasks,
+            host_bytes=io.host_bytes if io else 0, cache_hits=io.cache_hits if io else 0,
+            cache_misses=io.cache_misses if io else 0)
         return BatchResult(ops=ops, seq=p.batch.seq[raw], sub=sub, request_op=p.batch.op[raw],
                            query_ids=qids, counts=counts,
                            listings=listings, stats=stats)

@@ -19,8 +19,8 @@ from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 from .exceptions import BackendError
 
-__all__ = ["EXECUTORS", "Done", "Executor", "MatchOutput", "MatchTasks", "Ticket",
-           "create_executor"]
+__all__ = ["EXECUTORS", "Done", "Executor", "ExecutorOptions", "IoStats", "MatchOutput",
+           "MatchTasks", "Ticket", "create_executor", "plan_units"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +38,41 @@ class MatchTasks:
         return len(self.a)
 
 
+def plan_units(tasks: MatchTasks, only: npt.NDArray[np.bool_] | None = None,
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every (task, plan) pair of ``tasks`` (of the ``only`` ones): owner task, plan index."""
+    nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
+    if only is not None:
+        nplans = np.where(only, nplans, 0)
+    owner = np.repeat(np.arange(len(tasks), dtype=np.int64), nplans)
+    first = np.repeat(np.cumsum(nplans) - nplans, nplans)
+    plan = np.repeat(tasks.plan_lo.astype(np.int64), nplans) + np.arange(len(owner)) - first
+    return owner, plan
+
+
 @dataclass(frozen=True, slots=True)
 class MatchOutput:
     counts: npt.NDArray[np.int64]       # [ntasks] exact, unsigned
     listed: npt.NDArray[np.int64]       # [ntasks] tuples written (0 where not listed)
     row_off: npt.NDArray[np.int64]      # [ntasks + 1] first row of each task in ``rows``
     rows: npt.NDArray[np.int32]         # [total, 12] internal ids by query vertex
+    io: IoStats | None = None           # out-of-core traffic (GPU, host-resident graph)
+
+
+@dataclass(frozen=True, slots=True)
+class IoStats:
+    """What a batch moved in out-of-core mode (GCSM Table 5's breakdown)."""
+
+    host_bytes: int = 0          # read by kernels from host memory over PCIe
+    cache_hits: int = 0          # neighbour-array lookups served by the device cache
+    cache_misses: int = 0        # ... read from host memory instead
+    cached_vertices: int = 0
+    cache_bytes: int = 0         # sent in the cache copy
+    estimate_seconds: float = 0.0
+    pack_seconds: float = 0.0    # host: gathering the cached arrays
+    copy_seconds: float = 0.0    # device: the one host-to-device copy
+    kernel_seconds: float = 0.0  # device: the count (and listing) kernels
+    walks: int = 0
 
 
 class Ticket(Protocol):
@@ -89,7 +118,24 @@ class Executor(Protocol):
         """(bytes held on the device, bytes it may hold); (0, 0) for host-only backends."""
 
 
-EXECUTORS: dict[str, Callable[[], Executor]] = {}
+@dataclass(frozen=True, slots=True)
+class ExecutorOptions:
+    """Settings a backend may use (the CPU executor reads the host graph and needs none)."""
+
+    #: GPU: device bytes for neighbour arrays (0: no limit); beyond it the graph stays in
+    #: host memory and batches read it through a device cache and PCIe (out-of-core)
+    graph_budget_bytes: int = 0
+    #: GPU out-of-core cache: "walk" (estimated most-read), "degree" or "none"
+    cache: str = "walk"
+
+    def __post_init__(self) -> None:
+        if self.graph_budget_bytes < 0:
+            raise BackendError("graph_budget_bytes must be >= 0")
+        if self.cache not in ("walk", "degree", "none"):
+            raise BackendError(f"cache {self.cache!r}: expected 'walk', 'degree' or 'none'")
+
+
+EXECUTORS: dict[str, Callable[[ExecutorOptions], Executor]] = {}
 
 
 def _gpu_available() -> bool:
@@ -103,11 +149,11 @@ def _gpu_available() -> bool:
         return False
 
 
-def create_executor(backend: str) -> Executor:
+def create_executor(backend: str, options: ExecutorOptions | None = None) -> Executor:
     """``cpu``, ``gpu`` or ``auto`` (GPU when CuPy sees a device and the backend exists)."""
     if backend == "auto":
         backend = "gpu" if "gpu" in EXECUTORS and _gpu_available() else "cpu"
     if backend not in EXECUTORS:
         known = ", ".join(sorted(EXECUTORS)) or "none"
         raise BackendError(f"backend {backend!r} is not available here (available: {known})")
-    return EXECUTORS[backend]()
+    return EXECUTORS[backend](options or ExecutorOptions())

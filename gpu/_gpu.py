@@ -9,6 +9,12 @@ launches, as on the CPU: counts are exact, then each listed task gets exactly
 Inter-batch parallelism (DCSM): ``submit`` installs nothing and waits for nothing; each
 batch runs on one of ``depth`` streams against its own ticks while the host resolves and
 installs the next one, so a straggler in one batch no longer idles the GPU.
+
+Out-of-core (GCSM): with ``graph_budget_bytes`` below the pool's size the pool stays in
+mapped host memory; each batch then gets a device cache of the neighbour arrays it is
+expected to read most (random-walk estimate, or the degree / no-cache baselines), filled
+on the host and sent in one copy on the batch's own stream, and the kernel reads the rest
+over PCIe. Results are identical in both modes.
 """
 
 from __future__ import annotations
@@ -20,9 +26,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._cache import CachePolicy, DeviceCache, Loaded, fit
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import DeviceGraph
-from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, Ticket
+from ._estimate import Estimate, WalkConfig, estimate_reads
+from ._executor import (
+    EXECUTORS,
+    Done,
+    ExecutorOptions,
+    IoStats,
+    MatchOutput,
+    MatchTasks,
+    Ticket,
+    plan_units,
+)
 from ._graph import HostGraph, OpTable
 from ._planner import F_MISC, F_NBCNT, F_NBOFF, PlanSet
 from ._types import MAX_QUERY_VERTICES
@@ -46,6 +63,12 @@ class GpuConfig:
     max_slices: int = 4096
     #: batches matched at once (each on its own stream with its share of stack_bytes)
     depth: int = 4
+    #: device bytes for neighbour arrays (0: no limit). A pool larger than this stays in
+    #: host memory and each batch in flight gets a cache of budget / depth bytes
+    graph_budget_bytes: int = 0
+    #: what that cache holds: estimated most-read arrays, highest degrees, or nothing
+    cache: CachePolicy = CachePolicy.WALK
+    walk: WalkConfig = WalkConfig()
 
 
 class _Slot:
@@ -59,15 +82,29 @@ class _Slot:
         self.ticket: _GpuTicket | None = None
 
 
+@dataclass(slots=True)
+class _OutOfCore:
+    """One batch's cache and what it cost (host-resident pool only)."""
+
+    cache: DeviceCache
+    loaded: Loaded
+    estimate: Estimate | None
+    events: tuple[Any, Any, Any]    # before the copy, before the kernel, after it
+
+    def kernel_args(self) -> tuple[Any, ...]:
+        return (self.cache.device, np.int32(self.loaded.vertices), np.int64(self.loaded.entries))
+
+
 class _GpuTicket:
     def __init__(self, ex: GpuExecutor, slot: _Slot, graph: HostGraph, plans: PlanSet,
                  tasks: MatchTasks, stride: int, keep: tuple[Any, ...], host_counts: Any,
-                 event: Any) -> None:
+                 event: Any, ooc: _OutOfCore | None) -> None:
         self.ex, self.slot, self.graph, self.plans, self.tasks = ex, slot, graph, plans, tasks
         self.stride = stride
         self.keep = keep              # device buffers the kernel reads: alive until done
-        self.host_counts = host_counts
+        self.host_counts = host_counts   # counts of the n tasks, then 3 io words
         self.event = event
+        self.ooc = ooc
         self.out: MatchOutput | None = None
 
     @property
@@ -90,7 +127,9 @@ class GpuExecutor:
         self._pinned = cupyx.empty_pinned
         self.config = c = config or GpuConfig()
         self.update_stream = cp.cuda.Stream(non_blocking=True)
-        self.graph = DeviceGraph(self.update_stream)
+        self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)
+        self._caches: dict[int, DeviceCache] = {}
+        self._by_degree: tuple[int, npt.NDArray[np.int64]] = (-1, np.zeros(0, np.int64))
         self._match = kernel("match", "match_units")
         self.sm_count = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
@@ -109,6 +148,11 @@ class GpuExecutor:
     def drain(self) -> None:
         for t in self._in_flight():
             t.wait()
+
+    @property
+    def out_of_core(self) -> bool:
+        """The pool lives in host memory (the graph outgrew ``graph_budget_bytes``)."""
+        return self.graph.host
 
     def device_memory(self) -> tuple[int, int]:
         """CuPy's pool (graph mirror, stacks, outputs) against the device's memory."""
@@ -139,12 +183,7 @@ class GpuExecutor:
     def _units(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
                only: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int32]:
         """[4, U] int32: task, plan, slice, slices; heaviest units first."""
-        nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
-        if only is not None:
-            nplans = np.where(only, nplans, 0)
-        owner = np.repeat(np.arange(len(tasks), dtype=np.int64), nplans)
-        first = np.repeat(np.cumsum(nplans) - nplans, nplans)
-        plan = np.repeat(tasks.plan_lo.astype(np.int64), nplans) + np.arange(len(owner)) - first
+        owner, plan = plan_units(tasks, only)
         la = graph.seg_len[tasks.a[owner]].astype(np.int64)
         lb = graph.seg_len[tasks.b[owner]].astype(np.int64)
         l2 = _level2_sources(plans)[plan]
@@ -173,12 +212,14 @@ class GpuExecutor:
         return (d + max(64, d // 4) + 31) // 32 * 32
 
     def _launch(self, slot: _Slot, stride: int, levels: int, plans_dev: tuple[Any, ...],
-                units: npt.NDArray[np.int32],
-                tasks: MatchTasks, counts: Any, rows: Any, row_off: Any, want: Any,
-                slots: Any) -> tuple[Any, ...]:
+                units: npt.NDArray[np.int32], tasks: MatchTasks, counts: Any,
+                ooc: _OutOfCore | None, rows: Any = None, row_off: Any = None,
+                want: Any = None, slots: Any = None, reads: Any = None) -> tuple[Any, ...]:
+        """Enqueue one kernel on the slot's stream. ``counts`` holds the n task counts and
+        then the three io words (host bytes, cache hits, misses)."""
         cp = self.cp
         nu = units.shape[1]
-        per_warp = levels * stride
+        per_warp = (levels + 1) * stride
         warps = min(self.sm_count * self.config.warps_per_sm, len(slot.stack) // per_warp, nu)
         if warps < 1:
             raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
@@ -192,16 +233,76 @@ class GpuExecutor:
         table, nb_level, nb_label = plans_dev
         g = self.graph
         null = np.uint64(0)
+        cache = ooc.kernel_args() if ooc is not None else (null, np.int32(0), np.int64(0))
+        opt = lambda x: x if x is not None else null  # noqa: E731
         self._match(
             (blocks,), (32 * _WARPS_PER_BLOCK,),
             (du[0:nu], du[nu:2 * nu], du[2 * nu:3 * nu], du[3 * nu:4 * nu], np.int32(nu),
              du[4 * nu:4 * nu + n], du[4 * nu + n:4 * nu + 2 * n],
              du[4 * nu + 2 * n:4 * nu + 3 * n], dk, table, nb_level, nb_label,
-             *g.arrays(), slot.stack, np.int64(stride), np.int64(levels), np.int64(warps),
-             slot.counter, counts,
-             rows if rows is not None else null, row_off if row_off is not None else null,
-             want if want is not None else null, slots if slots is not None else null))
+             *g.arrays(), np.int32(g.host), *cache,
+             slot.stack, np.int64(stride), np.int64(levels), np.int64(warps),
+             slot.counter, counts[:n], opt(rows), opt(row_off), opt(want), opt(slots),
+             counts[n:], opt(reads)))
         return du, dk
+
+    # -- out-of-core ------------------------------------------------------------------
+    def _cache_of(self, slot: _Slot) -> DeviceCache:
+        c = self.config
+        key = id(slot)
+        if key not in self._caches:
+            self._caches[key] = DeviceCache(self.cp, c.graph_budget_bytes // c.depth)
+        return self._caches[key]
+
+    def _choose(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
+                nbytes: int) -> tuple[npt.NDArray[np.int64], Estimate | None]:
+        """The vertices whose arrays this batch's cache holds (they fit ``nbytes``)."""
+        c = self.config
+        seg_len = graph.seg_len
+        if c.cache == CachePolicy.NONE:
+            return np.zeros(0, np.int64), None
+        if c.cache == CachePolicy.DEGREE:
+            if self._by_degree[0] != graph.layout:   # ranked once per layout
+                nv = graph.num_vertices
+                self._by_degree = (graph.layout,
+                                   np.argsort(-seg_len[:nv], kind="stable").astype(np.int64))
+            order = self._by_degree[1]
+            return order[:fit(order, seg_len, nbytes)], None
+        est = estimate_reads(graph, plans, tasks, c.walk, lambda o: fit(o, seg_len, nbytes))
+        return est.vertices[:fit(est.vertices, seg_len, nbytes)], est
+
+    def _out_of_core(self, slot: _Slot, graph: HostGraph, plans: PlanSet,
+                     tasks: MatchTasks) -> _OutOfCore:
+        """Choose and pack this batch's cache, enqueue its copy (call under slot.stream)."""
+        cache = self._cache_of(slot)
+        verts, est = self._choose(graph, plans, tasks, cache.nbytes)
+        e0 = slot.stream.record()
+        loaded = cache.load(graph, verts, slot.stream)
+        e1 = slot.stream.record()
+        return _OutOfCore(cache, loaded, est, (e0, e1, None))
+
+    def read_counts(self, graph: HostGraph, plans: PlanSet,
+                    tasks: MatchTasks) -> npt.NDArray[np.int64]:
+        """Debug: how often the count kernel reads each vertex's neighbour array for
+        ``tasks`` (once per level-2 slice set; the estimator's ground truth on the device)."""
+        cp = self.cp
+        self.drain()
+        self._upload_plans(plans)
+        slot = self._slots[self._next_slot]
+        if slot.ticket is not None:
+            slot.ticket.wait()
+        n = len(tasks)
+        reads = cp.zeros(max(1, graph.num_vertices), cp.uint32)
+        units = self._units(graph, plans, tasks)
+        with slot.stream:
+            slot.stream.wait_event(self.update_stream.record())
+            counts = cp.zeros(n + 3, cp.uint64)
+            if units.shape[1]:
+                self._launch(slot, self._stride(graph), int(plans.n.max()), self._plans_dev,
+                             units, tasks, counts, None, reads=reads)
+            out = reads.get(stream=slot.stream)
+        slot.stream.synchronize()
+        return out[:graph.num_vertices].astype(np.int64)
 
     # -- matching ------------------------------------------------------------------------
     def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Ticket:
@@ -217,43 +318,72 @@ class GpuExecutor:
             slot.ticket.wait()
         stride = self._stride(graph)
         units = self._units(graph, plans, tasks)
+        ooc = None
         with slot.stream:
             if self._installed is not None:
                 slot.stream.wait_event(self._installed)
-            dcounts = cp.zeros(n, cp.uint64)
+            if self.graph.host and units.shape[1]:
+                ooc = self._out_of_core(slot, graph, plans, tasks)
+            dcounts = cp.zeros(n + 3, cp.uint64)
             keep: tuple[Any, ...] = (dcounts, *self._plans_dev, *self.graph.arrays())
             if units.shape[1]:
                 keep += self._launch(slot, stride, int(plans.n.max()), self._plans_dev, units,
-                                     tasks, dcounts, None, None, None, None)
-            host = self._pinned(n, np.uint64)
+                                     tasks, dcounts, ooc)
+            if ooc is not None:
+                ooc.events = (ooc.events[0], ooc.events[1], slot.stream.record())
+            host = self._pinned(n + 3, np.uint64)
             dcounts.get(stream=slot.stream, out=host, blocking=False)
             event = slot.stream.record()
-        slot.ticket = _GpuTicket(self, slot, graph, plans, tasks, stride, keep, host, event)
+        slot.ticket = _GpuTicket(self, slot, graph, plans, tasks, stride, keep, host, event,
+                                 ooc)
         return slot.ticket
 
     def _finish(self, t: _GpuTicket) -> MatchOutput:
         cp = self.cp
         tasks, n = t.tasks, len(t.tasks)
         t.event.synchronize()
-        counts = np.asarray(t.host_counts).astype(np.int64)
+        counts = np.asarray(t.host_counts[:n]).astype(np.int64)
+        io = np.asarray(t.host_counts[n:]).astype(np.int64)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
         np.cumsum(listed, out=row_off[1:])
         total = int(row_off[-1])
         rows = np.zeros((total, M), np.int32)
+        list_seconds = 0.0
         if total:
             lunits = self._units(t.graph, t.plans, tasks, only=listed > 0)
             with t.slot.stream:
+                e0 = t.slot.stream.record()
                 drows = cp.zeros((total, M), cp.int32)
+                dcounts = t.keep[0]
+                dcounts[n:].fill(0)
                 self._launch(t.slot, self._stride(t.graph), int(t.plans.n.max()), t.keep[1:4],
-                             lunits, tasks, t.keep[0], drows,
+                             lunits, tasks, dcounts, t.ooc, drows,
                              cp.asarray(row_off[:-1]), cp.asarray(listed),
                              cp.zeros(n, cp.uint64))
+                e1 = t.slot.stream.record()
                 rows = drows.get(stream=t.slot.stream)
+                io += dcounts[n:].get(stream=t.slot.stream).astype(np.int64)
             t.slot.stream.synchronize()
+            list_seconds = cp.cuda.get_elapsed_time(e0, e1) / 1e3
         t.keep = ()
-        return MatchOutput(counts, listed, row_off, rows)
+        return MatchOutput(counts, listed, row_off, rows, _io_stats(t.ooc, io, list_seconds))
 
+
+def _io_stats(ooc: _OutOfCore | None, io: npt.NDArray[np.int64],
+              list_seconds: float) -> IoStats | None:
+    if ooc is None:
+        return None
+    cp = cupy_or_raise()
+    e0, e1, e2 = ooc.events
+    est = ooc.estimate
+    return IoStats(host_bytes=int(io[0]), cache_hits=int(io[1]), cache_misses=int(io[2]),
+                   cached_vertices=ooc.loaded.vertices, cache_bytes=ooc.loaded.nbytes,
+                   estimate_seconds=est.seconds if est is not None else 0.0,
+                   pack_seconds=ooc.loaded.pack_seconds,
+                   copy_seconds=cp.cuda.get_elapsed_time(e0, e1) / 1e3,
+                   kernel_seconds=cp.cuda.get_elapsed_time(e1, e2) / 1e3 + list_seconds,
+                   walks=est.walks if est is not None else 0)
 
 
 def _level2_sources(plans: PlanSet) -> npt.NDArray[np.int64]:
@@ -282,8 +412,9 @@ def _slot_pool(nbytes: int, depth: int) -> list[_Slot]:
     return [_Slot(cp, stack[i * part:(i + 1) * part]) for i in range(depth)]
 
 
-def _factory() -> GpuExecutor:
-    return GpuExecutor()
+def _factory(options: ExecutorOptions) -> GpuExecutor:
+    return GpuExecutor(GpuConfig(graph_budget_bytes=options.graph_budget_bytes,
+                                 cache=CachePolicy(options.cache)))
 
 
 EXECUTORS["gpu"] = _factory

@@ -69,6 +69,9 @@ class HostGraph:
         self.reclaimed = 0
         #: called before that happens, so readers in flight can finish first
         self.before_relayout: Callable[[], None] | None = None
+        #: allocates the entry pool's zeroed arrays (the GPU executor's out-of-core mode
+        #: swaps in pinned host memory its kernels can read)
+        self.pool_alloc: Callable[[int, np.dtype], npt.NDArray] = np.zeros  # type: ignore[type-arg]
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -83,11 +86,23 @@ class HostGraph:
         self.seg_cap = np.zeros(cap, np.int32)
         self.seg_batch = np.full(cap, -1, np.int64)
 
+    _POOL = ("key", "elab", "ct", "dt")
+
     def _alloc_pool(self, cap: int) -> None:
-        self.key = np.zeros(cap, np.int64)
-        self.elab = np.zeros(cap, np.int32)
-        self.ct = np.zeros(cap, np.int64)
-        self.dt = np.zeros(cap, np.int64)
+        self.key = self.pool_alloc(cap, np.dtype(np.int64))
+        self.elab = self.pool_alloc(cap, np.dtype(np.int32))
+        self.ct = self.pool_alloc(cap, np.dtype(np.int64))
+        self.dt = self.pool_alloc(cap, np.dtype(np.int64))
+
+    def use_pool_allocator(self, alloc: Callable[[int, np.dtype], npt.NDArray]) -> None:  # type: ignore[type-arg]
+        """Move the entry pool into arrays from ``alloc`` (and allocate from it from now on)."""
+        self._relayout()
+        self.pool_alloc = alloc
+        for name in self._POOL:
+            old = getattr(self, name)
+            new = alloc(len(old), old.dtype)
+            new[:] = old
+            setattr(self, name, new)
 
     def _relayout(self) -> None:
         if self.before_relayout is not None:
@@ -98,7 +113,7 @@ class HostGraph:
         self._relayout()
         for name in names:
             old = getattr(self, name)
-            new = np.zeros(cap, old.dtype)
+            new = (self.pool_alloc if name in self._POOL else np.zeros)(cap, old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
 
@@ -114,7 +129,7 @@ class HostGraph:
         """Pool full: reclaim garbage, and double the pool if that frees under half."""
         self.compact()
         if self.meta[K.POOL_USED] * 2 > len(self.key):
-            self._grow(("key", "elab", "ct", "dt"), 2 * len(self.key))
+            self._grow(self._POOL, 2 * len(self.key))
 
     def compact(self) -> None:
         self._relayout()

@@ -44,6 +44,10 @@ class BatchStats:
     resolve_seconds: float = 0.0
     match_seconds: float = 0.0
     tasks: int = 0
+    #: out-of-core mode: bytes kernels read from host memory, device-cache lookups
+    host_bytes: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
 
     def __add__(self, o: BatchStats) -> BatchStats:
         return BatchStats(*(getattr(self, f) + getattr(o, f) for f in self.__slots__))

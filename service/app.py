@@ -21,7 +21,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gpu import CsmError, Engine, LoadStats, QueryError, UnknownQueryError, warm_up
+from gpu import (
+    CsmError,
+    Engine,
+    ExecutorOptions,
+    LoadStats,
+    QueryError,
+    UnknownQueryError,
+    warm_up,
+)
 from streams import OP_NAMES, read_graph
 from streams.broker import EmbeddedBroker
 from streams.codec import (
@@ -114,7 +122,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                                             s.topic_matches: s.matches_partitions})
         if found.get(s.topic_updates) != 1:
             raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
-        engine = Engine(s.backend)
+        engine = Engine(s.backend, options=ExecutorOptions(
+            graph_budget_bytes=s.gpu_graph_budget_bytes, cache=s.gpu_cache))
         await asyncio.to_thread(warm_up, engine.backend)
         metrics = Metrics(backend=engine.backend, ops=OP_NAMES.values(), statuses=STATUS_NAMES,
                           reasons=[r for _, code, r in _STATUS if code < 500] + ["invalid"])

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import click
 
-from gpu import CountMode, CsmError
+from gpu import CountMode, CsmError, ExecutorOptions
 
 from .run import RunConfig, RunReport, run_files
 
@@ -106,12 +106,18 @@ _BACKEND = click.Choice(["auto", "cpu", "gpu"])
 @click.option("--max-matches", type=click.IntRange(0), default=1000, show_default=True,
               help="Listed tuples per update and query (counts stay exact).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("--graph-budget", type=click.IntRange(0), default=0, show_default=True,
+              help="GPU: device bytes for neighbour arrays; a bigger graph stays in host "
+                   "memory (out-of-core). 0: no limit.")
+@click.option("--cache", type=click.Choice(["walk", "degree", "none"]), default="walk",
+              show_default=True, help="GPU out-of-core cache policy.")
 def run(graph: str, queries: tuple[str, ...], stream: str, fmt: str, count: str, backend: str,
         batch_size: int, deltas: str | None, list_matches: bool, max_matches: int,
-        as_json: bool) -> None:
+        as_json: bool, graph_budget: int, cache: str) -> None:
     """Load GRAPH, register the queries, apply the stream, report the deltas."""
     cfg = RunConfig(backend=backend, mode=CountMode(count), batch_size=batch_size,
-                    list_matches=list_matches, max_matches=max_matches)
+                    list_matches=list_matches, max_matches=max_matches,
+                    executor=ExecutorOptions(graph_budget_bytes=graph_budget, cache=cache))
     _execute(graph, queries, stream, fmt, cfg, deltas, as_json)
 
 

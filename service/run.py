@@ -14,6 +14,7 @@ from gpu import (
     BatchStats,
     CountMode,
     Engine,
+    ExecutorOptions,
     PendingBatch,
     QuerySpec,
     UpdateBatch,
@@ -33,6 +34,7 @@ class RunConfig:
     batch_size: int = 1024
     list_matches: bool = False
     max_matches: int = 1000
+    executor: ExecutorOptions = ExecutorOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ def run_files(graph: str | Path, queries: Sequence[str | Path], stream: str | Pa
     g = read_graph(graph, fmt)
     qs = [(str(p), read_query(p)) for p in queries]
     s = read_stream(stream, fmt)
-    engine = Engine(cfg.backend)
+    engine = Engine(cfg.backend, options=cfg.executor)
     warm_up(engine.backend)     # compile time is not update processing time
     if on_stream is not None:
         on_stream(len(s))

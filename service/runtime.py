@@ -331,6 +331,11 @@ class Runtime:
     async def _publish_run(self, done: _Run, result: BatchResult, chunk: _Chunk,
                            replay: bool) -> None:
         self._count_updates(done.batch, result)
+        st = result.stats
+        if st.host_bytes:
+            self.metrics.host_bytes.inc(st.host_bytes)
+        if st.cache_hits + st.cache_misses:
+            self.metrics.cache_hit.set(st.cache_hits / (st.cache_hits + st.cache_misses))
         if not replay:
             await self._publish(result, {off: a for off, _, a in done.run}, chunk)
 

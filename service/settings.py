@@ -34,6 +34,11 @@ class Settings(BaseSettings):
 
     # matching runtime
     backend: Literal["auto", "cpu", "gpu"] = "auto"
+    #: GPU: device bytes for the graph's neighbour arrays (0: no limit). A bigger graph
+    #: stays in host memory, read through a per-batch device cache and PCIe (out-of-core)
+    gpu_graph_budget_bytes: int = Field(0, ge=0)
+    #: what that cache holds: estimated most-read arrays, highest degrees, or nothing
+    gpu_cache: Literal["walk", "degree", "none"] = "walk"
     #: topic messages taken per engine batch (each holds one or many updates)
     max_poll_records: int = Field(1000, ge=1)
 

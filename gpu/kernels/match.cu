@@ -11,7 +11,8 @@
 // Each warp keeps its DFS state in shared memory (all lanes write identical values) and
 // one candidate row per level in global memory, `stride` keys long, where `stride` is the
 // longest neighbour-array version in the graph: a level's candidates are a subset of one
-// neighbour array, so rows never overflow.
+// neighbour array, so rows never overflow. One more row per warp stages host-resident
+// neighbour arrays (out-of-core mode).
 //
 // The logic mirrors gpu/_cpu_kernels.py line for line (loop-invariant code motion with
 // stamps, result reuse, neighbour-label filter, counting two independent tail levels);
@@ -29,6 +30,13 @@
 enum { F_VERTEX = 0, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP,
        F_NLFOFF, F_NLFCNT, F_MISC };
 
+// Out-of-core mode (GCSM section 2.5): the entry pool may live in mapped pinned host
+// memory (`host`), read over PCIe by zero-copy; a per-batch DCSR cache on the device holds
+// copies of the neighbour arrays the batch is expected to read most (rowidx sorted, rows
+// [rowptr[j], rowptr[j+1]) of the packed key / elab / ct / dt columns). Every neighbour
+// array is looked up in the cache first. Host arrays are read warp-cooperatively in
+// contiguous spans (coalesced 128-byte transactions); a host list that meets a small
+// candidate set is binary-searched directly instead, whichever moves fewer bytes.
 struct Graph {
     const long long* key;
     const int* elab;
@@ -39,9 +47,54 @@ struct Graph {
     // updater installs the next batch
     const long long* seg;
     const int* vlabel;
+    int host;                  // the pool above is host memory
+    const int* c_row;          // cache: sorted vertex ids
+    const long long* c_ptr;    // cache: c_n + 1 offsets
+    const long long* c_key;
+    const int* c_elab;
+    const long long* c_ct;
+    const long long* c_dt;
+    int c_n;
     __device__ __forceinline__ long long off(int v) const { return seg[v] >> SEG_BITS; }
     __device__ __forceinline__ int len(int v) const { return (int)(seg[v] & SEG_MASK); }
 };
+
+// Where one vertex's current neighbour array is: its columns and its range in them.
+struct Adj {
+    const long long* key;
+    const int* elab;
+    const long long* ct;
+    const long long* dt;
+    long long lo, hi;
+    bool host;
+};
+
+// Host-memory traffic and cache lookups of one lane (summed over the warp at the end).
+struct Io {
+    unsigned long long bytes, hits, misses;
+};
+
+__device__ __forceinline__ unsigned long long sectors(long long bytes) {
+    return (unsigned long long)((bytes + 31) / 32 * 32);
+}
+
+__device__ __forceinline__ Adj adj(const Graph& g, int v, Io& io, bool count) {
+    if (g.c_n > 0) {
+        int lo = 0, hi = g.c_n;
+        while (lo < hi) {
+            int mid = (lo + hi) >> 1;
+            if (g.c_row[mid] < v) lo = mid + 1; else hi = mid;
+        }
+        if (lo < g.c_n && g.c_row[lo] == v) {
+            if (count) ++io.hits;
+            return Adj{g.c_key, g.c_elab, g.c_ct, g.c_dt, g.c_ptr[lo], g.c_ptr[lo + 1], false};
+        }
+    }
+    if (count && g.host) ++io.misses;
+    long long sg = g.seg[v];
+    long long o = sg >> SEG_BITS;
+    return Adj{g.key, g.elab, g.ct, g.dt, o, o + (sg & SEG_MASK), g.host != 0};
+}
 
 struct Plans {
     const int* pl;
@@ -64,6 +117,7 @@ struct WarpState {
     int st_prep[M];   // when level L's candidates were computed
     int mbase[M];     // cached ballot window of level L (-1: none)
     unsigned mask[M];
+    int chunk;        // this unit's slice of level 2 (debug access counts: slice 0 only)
 };
 
 __device__ __forceinline__ long long lower_bound(const long long* a, long long lo, long long hi,
@@ -75,19 +129,8 @@ __device__ __forceinline__ long long lower_bound(const long long* a, long long l
     return lo;
 }
 
-__device__ __forceinline__ void label_range(const Graph& g, int v, int lab, long long& lo,
-                                            long long& hi) {
-    long long sg = g.seg[v];
-    long long off = sg >> SEG_BITS;
-    long long end = off + (sg & SEG_MASK);
-    if (lab == WILD) { lo = off; hi = end; return; }
-    long long base = ((long long)lab) << 32;
-    lo = lower_bound(g.key, off, end, base);
-    hi = lower_bound(g.key, lo, end, base + (1LL << 32));
-}
-
-__device__ __forceinline__ bool visible(const Graph& g, long long i, long long k, int el) {
-    return g.ct[i] < k && k <= g.dt[i] && (el == WILD || g.elab[i] == el);
+__device__ __forceinline__ bool visible(const Adj& d, long long i, long long k, int el) {
+    return d.ct[i] < k && k <= d.dt[i] && (el == WILD || d.elab[i] == el);
 }
 
 __device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
@@ -97,37 +140,95 @@ __device__ __forceinline__ long long warp_sum(long long v) {
     return __shfl_sync(FULL, v, 0);
 }
 
-// out[0:n] = visible entries of key[lo:hi) (one per key: lifetimes of one edge are disjoint)
-__device__ int warp_scan(const Graph& g, long long lo, long long hi, long long k, int el,
-                         long long* out, int lane) {
+// First index in [lo, hi) of key >= x, the whole warp searching one host array: 32 probes
+// per round trip instead of one, so a 1000-entry list takes two PCIe latencies, not ten.
+__device__ long long warp_lower_bound(const long long* key, long long lo, long long hi,
+                                      long long x, int lane, Io& io) {
+    while (hi - lo > 32) {
+        long long step = (hi - lo + 31) / 32;
+        long long i = lo + lane * step;
+        bool below = i < hi && key[i] < x;
+        int c = __popc(__ballot_sync(FULL, below));
+        if (lane == 0) io.bytes += 32 * 32;
+        if (c == 0) return lo;
+        long long nlo = lo + (long long)(c - 1) * step + 1;
+        hi = min(hi, lo + (long long)c * step);
+        lo = nlo;
+    }
+    long long i = lo + lane;
+    bool below = i < hi && key[i] < x;
+    if (lane == 0) io.bytes += sectors((hi - lo) * 8);
+    return lo + __popc(__ballot_sync(FULL, below));
+}
+
+// d.lo/d.hi narrowed to label `lab` (keys are label << 32 | id); warp-uniform d
+__device__ __forceinline__ void label_range(Adj& d, int lab, int lane, Io& io) {
+    if (lab == WILD) return;
+    long long base = ((long long)lab) << 32;
+    if (d.host) {
+        long long lo = warp_lower_bound(d.key, d.lo, d.hi, base, lane, io);
+        d.hi = warp_lower_bound(d.key, lo, d.hi, base + (1LL << 32), lane, io);
+        d.lo = lo;
+    } else {
+        long long lo = lower_bound(d.key, d.lo, d.hi, base);
+        d.hi = lower_bound(d.key, lo, d.hi, base + (1LL << 32));
+        d.lo = lo;
+    }
+}
+
+// out[0:n] = visible entries of d[lo:hi) (one per key: lifetimes of one edge are disjoint)
+__device__ int warp_scan(const Adj& d, long long lo, long long hi, long long k, int el,
+                         long long* out, int lane, Io& io) {
     int w = 0;
+    if (d.host && lane == 0 && hi > lo)
+        io.bytes += 3 * sectors((hi - lo) * 8) + (el == WILD ? 0 : sectors((hi - lo) * 4));
     for (long long base = lo; base < hi; base += 32) {
         long long i = base + lane;
-        bool ok = i < hi && visible(g, i, k, el);
+        bool ok = i < hi && visible(d, i, k, el);
         unsigned m = __ballot_sync(FULL, ok);
-        if (ok) out[w + __popc(m & lanes_below(lane))] = g.key[i];
+        if (ok) out[w + __popc(m & lanes_below(lane))] = d.key[i];
         w += __popc(m);
     }
     __syncwarp();
     return w;
 }
 
-// out[0:n] = src[slo:shi] ∩ visible(key[lo:hi)); out may alias src when slo == 0
-__device__ int warp_intersect(const long long* src, int slo, int shi, const Graph& g,
+// out[0:n] = src[slo:shi] ∩ visible(d[lo:hi)); out may alias src when slo == 0. A host
+// array is either copied (visible entries only) into `scratch` with coalesced reads and
+// searched there, or searched in place when the candidates are few: fewer bytes wins.
+__device__ int warp_intersect(const long long* src, int slo, int shi, const Adj& d,
                               long long lo, long long hi, long long k, int el, long long* out,
-                              int lane) {
+                              long long* scratch, int lane, Io& io) {
     int w = 0;
     if (shi <= slo || hi <= lo) return 0;
+    const long long* key = d.key;
+    bool staged = false;
+    if (d.host) {
+        long long n = hi - lo;
+        long long probes = (long long)(shi - slo) * (66 - __clzll(n));
+        if (probes * 32 * 2 >= n * 28) {
+            hi = warp_scan(d, lo, hi, k, el, scratch, lane, io);
+            lo = 0;
+            key = scratch;
+            staged = true;
+        }
+    }
     for (int base = slo; base < shi; base += 32) {
         int i = base + lane;
         bool found = false;
         long long x = 0;
         if (i < shi) {
             x = src[i];
-            long long q = lower_bound(g.key, lo, hi, x);
-            while (q < hi && g.key[q] == x) {
-                if (visible(g, q, k, el)) { found = true; break; }
-                ++q;
+            long long q = lower_bound(key, lo, hi, x);
+            if (staged) {
+                found = q < hi && key[q] == x;
+            } else {
+                if (d.host) io.bytes += 32 * (66 - __clzll(hi - lo));
+                while (q < hi && key[q] == x) {
+                    if (d.host) io.bytes += 64;
+                    if (visible(d, q, k, el)) { found = true; break; }
+                    ++q;
+                }
             }
         }
         unsigned m = __ballot_sync(FULL, found);   // also orders reads before writes
@@ -138,14 +239,21 @@ __device__ int warp_intersect(const long long* src, int slo, int shi, const Grap
     return w;
 }
 
+// Debug: count one read of w's neighbour array (exact access counts for the estimator).
+__device__ __forceinline__ void note_access(unsigned int* acc, bool on, int w, int lane) {
+    if (acc != nullptr && on && lane == 0) atomicAdd(acc + w, 1u);
+}
+
 // Candidates of level L into row rrow[L], range [rlo, rhi); iteration bounds [ilo, ihi).
 __device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
-                        const Graph& g, long long* raw, long long stride, int lane) {
+                        const Graph& g, long long* raw, long long stride, long long* scratch,
+                        int lane, Io& io, unsigned int* acc) {
     int lab = P.at(p, F_LABEL, L);
     int src = P.at(p, F_REUSE, L);
     int off = P.at(p, F_NBOFF, L);
     int cnt = P.at(p, F_NBCNT, L);
     long long* out = raw + (long long)L * stride;
+    bool counted = L > 2 || s.chunk == 0;
     int rrow, rlo, rhi;
     if (src >= 0) {
         const long long* sbuf = raw + (long long)s.rrow[src] * stride;
@@ -162,26 +270,29 @@ __device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
             int n = hi - lo;
             for (int j = 0; j < cnt; ++j) {
                 int w = s.f[P.nb_level[off + j]];
-                long long a, b;
-                label_range(g, w, lab, a, b);
-                if (j == 0) n = warp_intersect(sbuf, lo, hi, g, a, b, k, P.nb_label[off + j], out, lane);
-                else n = warp_intersect(out, 0, n, g, a, b, k, P.nb_label[off + j], out, lane);
+                note_access(acc, counted, w, lane);
+                Adj d = adj(g, w, io, lane == 0);
+                label_range(d, lab, lane, io);
+                if (j == 0) n = warp_intersect(sbuf, lo, hi, d, d.lo, d.hi, k, P.nb_label[off + j], out, scratch, lane, io);
+                else n = warp_intersect(out, 0, n, d, d.lo, d.hi, k, P.nb_label[off + j], out, scratch, lane, io);
                 if (n == 0) break;
             }
             rrow = L; rlo = 0; rhi = n;
         }
     } else {
-        long long ra[M], rb[M];
+        Adj d[M];
         int best = 0;
         for (int j = 0; j < cnt; ++j) {
             int w = s.f[P.nb_level[off + j]];
-            label_range(g, w, lab, ra[j], rb[j]);
-            if (rb[j] - ra[j] < rb[best] - ra[best]) best = j;
+            note_access(acc, counted, w, lane);
+            d[j] = adj(g, w, io, lane == 0);
+            label_range(d[j], lab, lane, io);
+            if (d[j].hi - d[j].lo < d[best].hi - d[best].lo) best = j;
         }
-        int n = warp_scan(g, ra[best], rb[best], k, P.nb_label[off + best], out, lane);
+        int n = warp_scan(d[best], d[best].lo, d[best].hi, k, P.nb_label[off + best], out, lane, io);
         for (int j = 0; j < cnt; ++j)
             if (j != best && n > 0)
-                n = warp_intersect(out, 0, n, g, ra[j], rb[j], k, P.nb_label[off + j], out, lane);
+                n = warp_intersect(out, 0, n, d[j], d[j].lo, d[j].hi, k, P.nb_label[off + j], out, scratch, lane, io);
         rrow = L; rlo = 0; rhi = n;
     }
     // symmetry conditions narrow a labelled level to one key interval
@@ -203,13 +314,21 @@ __device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
 }
 
 // Degree and neighbour-label counts of x can cover level L's needs (upper bounds: safe).
-__device__ __forceinline__ bool label_filter(int x, int L, int p, const Plans& P, const Graph& g) {
+// Each lane checks its own x; a neighbour array left in host memory is not read for this
+// (the filter only prunes, so skipping it keeps results exact).
+__device__ __forceinline__ bool label_filter(int x, int L, int p, const Plans& P, const Graph& g,
+                                             Io& io) {
     if (g.len(x) < P.at(p, F_DEGREE, L)) return false;
     int off = P.at(p, F_NLFOFF, L);
     int cnt = P.at(p, F_NLFCNT, L);
+    if (cnt == 0) return true;
+    Adj d = adj(g, x, io, false);
+    if (d.host) return true;
     for (int j = 0; j < cnt; ++j) {
-        long long lo, hi;
-        label_range(g, x, P.nb_level[off + j], lo, hi);
+        int lab = P.nb_level[off + j];
+        long long base = ((long long)lab) << 32;
+        long long lo = lower_bound(d.key, d.lo, d.hi, base);
+        long long hi = lower_bound(d.key, lo, d.hi, base + (1LL << 32));
         if (hi - lo < P.nb_label[off + j]) return false;
     }
     return true;
@@ -254,13 +373,14 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
 // to want[task] tuples (internal ids by query vertex) at row_off[task] + slot.
 __device__ long long run_unit(int a, int b, int el, long long k, int p, int chunk, int nchunk,
                               WarpState& s, const Plans& P, const Graph& g, long long* raw,
-                              long long stride, int lane, int* rows, long long row0,
-                              long long want, unsigned long long* slots) {
+                              long long stride, long long* scratch, int lane, int* rows,
+                              long long row0, long long want, unsigned long long* slots, Io& io,
+                              unsigned int* acc) {
     int n = P.at(p, F_MISC, 0);
     bool listing = rows != nullptr;
     int la = P.at(p, F_LABEL, 0), lb = P.at(p, F_LABEL, 1), rl = P.at(p, F_MISC, 1);
     if (!((la == WILD || la == g.vlabel[a]) && (lb == WILD || lb == g.vlabel[b]) &&
-          (rl == WILD || rl == el) && label_filter(a, 0, p, P, g) && label_filter(b, 1, p, P, g)))
+          (rl == WILD || rl == el) && label_filter(a, 0, p, P, g, io) && label_filter(b, 1, p, P, g, io)))
         return 0;
     int m01 = P.at(p, F_GT, 1), l01 = P.at(p, F_LT, 1);
     if (((m01 & 1) && b <= a) || ((l01 & 1) && b >= a)) return 0;
@@ -290,7 +410,7 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
             ++clock;
             __syncwarp();
             s.st_prep[L] = clock;
-            prepare(L, p, k, s, P, g, raw, stride, lane);
+            prepare(L, p, k, s, P, g, raw, stride, scratch, lane, io, acc);
             if (L == 2 && nchunk > 1) {   // this unit's slice of level 2
                 int lo = s.ilo[2], span = s.ihi[2] - lo;
                 int per = (span + nchunk - 1) / nchunk;
@@ -331,7 +451,7 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
                 ++clock;
                 __syncwarp();
                 s.st_prep[last] = clock;
-                prepare(last, p, k, s, P, g, raw, stride, lane);
+                prepare(last, p, k, s, P, g, raw, stride, scratch, lane, io, acc);
             }
             long long base = count_level(last, L, p, s, P, raw, stride, lane);
             if (base > 0) {
@@ -364,7 +484,7 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
                 bool ok = false;
                 if (i < s.ihi[L]) {
                     int x = (int)(buf[i] & LOW32);
-                    ok = valid(x, L, L, p, s, P) && label_filter(x, L, p, P, g);
+                    ok = valid(x, L, L, p, s, P) && label_filter(x, L, p, P, g, io);
                 }
                 m = __ballot_sync(FULL, ok);   // also: every lane has read pos/mbase
                 mb = pos;
@@ -400,24 +520,33 @@ extern "C" __global__ void match_units(
     const int* t_a, const int* t_b, const int* t_el, const long long* t_k,
     // plans
     const int* pl, const int* nb_level, const int* nb_label,
-    // graph
+    // graph: pool (device or mapped host memory), per-vertex words, this batch's cache
     const long long* key, const int* elab, const long long* ct, const long long* dt,
-    const long long* seg, const int* vlabel,
-    // per-warp candidate rows and the scheduler's counter
+    const long long* seg, const int* vlabel, int host, const long long* cache, int c_n,
+    long long c_e,
+    // per-warp candidate rows (levels + 1 each: the last is scratch) and the scheduler
     long long* stack, long long stride, long long levels, long long n_warps,
     unsigned int* next_unit,
     // outputs: counts per task; listing (rows may be null for count mode)
     unsigned long long* t_count, int* rows, const long long* t_row_off, const long long* t_want,
-    unsigned long long* t_slots) {
+    unsigned long long* t_slots,
+    // host bytes read, cache hits, misses; per-vertex reads of neighbour arrays (debug, or null)
+    unsigned long long* io_total, unsigned int* acc) {
     __shared__ WarpState states[WARPS_PER_BLOCK];
     int lane = threadIdx.x & 31;
     int wib = threadIdx.x >> 5;
     WarpState& s = states[wib];
     long long warp = (long long)blockIdx.x * WARPS_PER_BLOCK + wib;
     if (warp >= n_warps) return;   // the stack holds rows for n_warps warps only
-    long long* raw = stack + warp * levels * stride;   // rows 0..levels-1 (query size)
-    Graph g{key, elab, ct, dt, seg, vlabel};
+    long long* raw = stack + warp * (levels + 1) * stride;   // rows 0..levels-1, then scratch
+    long long* scratch = raw + levels * stride;
+    // cache buffer: rowidx (int32, padded to 8 bytes), rowptr, key, ct, dt, elab (int32)
+    const long long* c_ptr = cache + (c_n + 1) / 2;
+    const long long* c_key = c_ptr + c_n + 1;
+    Graph g{key, elab, ct, dt, seg, vlabel, host, (const int*)cache, c_ptr, c_key,
+            (const int*)(c_key + 3 * c_e), c_key + c_e, c_key + 2 * c_e, c_n};
     Plans P{pl, nb_level, nb_label};
+    Io io{0, 0, 0};
     while (true) {
         unsigned int u = 0;
         if (lane == 0) u = atomicAdd(next_unit, 1u);
@@ -430,11 +559,23 @@ extern "C" __global__ void match_units(
             row0 = t_row_off[t];
             if (want <= 0) continue;
         }
+        __syncwarp();
+        s.chunk = u_chunk[u];
+        __syncwarp();
         long long c = run_unit(t_a[t], t_b[t], t_el[t], t_k[t], u_plan[u], u_chunk[u],
-                               u_nchunk[u], s, P, g, raw, stride, lane, rows, row0, want,
-                               t_slots + t);
+                               u_nchunk[u], s, P, g, raw, stride, scratch, lane, rows, row0,
+                               want, t_slots + t, io, acc);
         if (lane == 0 && c && rows == nullptr) atomicAdd(t_count + t, (unsigned long long)c);
         __syncwarp();
+    }
+    if (io_total != nullptr) {
+        long long b = warp_sum((long long)io.bytes), h = warp_sum((long long)io.hits),
+                  m = warp_sum((long long)io.misses);
+        if (lane == 0 && (b | h | m)) {
+            atomicAdd(io_total, (unsigned long long)b);
+            atomicAdd(io_total + 1, (unsigned long long)h);
+            atomicAdd(io_total + 2, (unsigned long long)m);
+        }
     }
 }
 

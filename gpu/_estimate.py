@@ -1,0 +1,141 @@
+"""Which neighbour arrays will a batch read most? Random walks guided by the plans (GCSM
+section 2.4), on the CPU, while the GPU still matches the previous batch.
+
+M walks start at roots drawn uniformly from the batch's (task, plan) pairs and are merged
+into one execution of the matching loop (:mod:`._estimate_kernels`). Formula (3) makes
+the estimate unbiased; formula (5) says how many walks rank the cache's last vertex
+correctly with confidence delta: after a first round of ``walks``, C_y is set to the
+estimate of the last vertex that fits the cache, and more walks run if (5) asks for them,
+up to ``max_walks`` (the bound keeps the estimate a small share of the batch: (5) grows
+with D^(n-2) and would otherwise ask for millions on a power-law graph).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+import numpy.typing as npt
+
+from . import _estimate_kernels as K
+from ._executor import MatchTasks, plan_units
+from ._graph import HostGraph, ranges
+from ._planner import F_NBCNT, PlanSet
+
+__all__ = ["Estimate", "WalkConfig", "estimate_reads", "exact_reads"]
+
+
+@dataclass(frozen=True, slots=True)
+class WalkConfig:
+    #: walks in the first round
+    walks: int = 4096
+    #: at most this many in all (formula (5) asks for more on skewed graphs)
+    max_walks: int = 32768
+    #: rank vertices whose read counts differ by a factor (1 + alpha) ...
+    alpha: float = 1.0
+    #: ... correctly with this confidence (delta)
+    confidence: float = 0.9
+    seed: int = 7
+    #: walks move to a uniform child and weigh by the branching (Knuth's estimator),
+    #: instead of formula (3)'s stop-or-move with probability |V|/D
+    branching: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    vertices: npt.NDArray[np.int64]   # read at least once by a walk, most-read first
+    reads: npt.NDArray[np.float64]    # estimated reads of each (formula (3), averaged)
+    walks: int
+    seconds: float
+
+
+def _run(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, owner: npt.NDArray[np.int64],
+         plan: npt.NDArray[np.int64], walks: npt.NDArray[np.int64], exhaustive: bool,
+         branching: bool, seed: int, dense: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64],
+                                                             npt.NDArray[np.float64]]:
+    """Events (vertex, weight) of the roots with walks > 0."""
+    sel = np.flatnonzero(walks)
+    o, p, w = owner[sel], plan[sel], walks[sel]
+    n = plans.n[p].astype(np.int64)
+    reads_per_node = plans.table[:, F_NBCNT, :].sum(axis=1).astype(np.int64)[p]
+    cap = (0 if exhaustive else 1 + w * np.maximum(n - 3, 0)) * reads_per_node
+    base = np.zeros(len(sel) + 1, np.int64)
+    np.cumsum(cap, out=base[1:])
+    ev_v = np.empty(max(1, int(base[-1])), np.int32)
+    ev_w = np.empty(max(1, int(base[-1])), np.float64)
+    nv = graph.num_vertices
+    used = K.walk(tasks.a[o], tasks.b[o], tasks.label[o], tasks.tick[o], p.astype(np.int32), w,
+                  base[:-1], len(owner), max(1, graph.max_degree_bound()), exhaustive, branching,
+                  np.uint64(seed), min(nb.get_num_threads(), max(1, len(sel))),
+                  graph.max_degree_bound(), int(w.max()) if len(w) else 1, plans.table,
+                  plans.nb_level, plans.nb_label, graph.seg_off[:nv], graph.seg_len[:nv],
+                  graph.vlabel[:nv], graph.key, graph.elab, graph.ct, graph.dt, ev_v, ev_w,
+                  dense)
+    if exhaustive:
+        return np.zeros(0, np.int64), np.zeros(0)
+    idx = ranges(base[:-1], used)
+    return ev_v[idx].astype(np.int64), ev_w[idx]
+
+
+def estimate_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, cfg: WalkConfig,
+                   capacity: Callable[[npt.NDArray[np.int64]], int]) -> Estimate:
+    """Estimated neighbour-array reads of matching ``tasks``; ``capacity(order)`` says how
+    many of the vertices in ``order`` the cache can hold (formula (5)'s C_y)."""
+    t0 = time.perf_counter()
+    owner, plan = plan_units(tasks)
+    R = len(owner)
+    if R == 0:
+        return Estimate(np.zeros(0, np.int64), np.zeros(0), 0, 0.0)
+    rng = np.random.default_rng(cfg.seed)
+    dense = np.zeros((1, 1))
+    vs_all, ws_all = [], []
+    total = 0
+    want = cfg.walks
+    round_no = 0
+    while want > total:
+        m = want - total
+        walks = np.bincount(rng.integers(R, size=m), minlength=R).astype(np.int64)
+        v, w = _run(graph, plans, tasks, owner, plan, walks, False, cfg.branching,
+                    cfg.seed + round_no, dense)
+        vs_all.append(v)
+        ws_all.append(w)
+        total += m
+        round_no += 1
+        verts, reads = _merge(vs_all, ws_all, total)
+        if round_no > 1 or len(verts) == 0:
+            break
+        k = capacity(verts)
+        cy = float(reads[min(max(k, 1), len(reads)) - 1])
+        n = int(plans.n.max())
+        D = max(1, graph.max_degree_bound())
+        a, d = cfg.alpha, cfg.confidence
+        need = (n - 1) * (2 + a) * R * float(D) ** max(n - 2, 0) / (a * a * (1 - d) * cy)
+        want = int(min(max(need, total), cfg.max_walks))
+    verts, reads = _merge(vs_all, ws_all, total)
+    return Estimate(verts, reads, total, time.perf_counter() - t0)
+
+
+def _merge(vs: list[npt.NDArray[np.int64]], ws: list[npt.NDArray[np.float64]],
+           walks: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    v = np.concatenate(vs)
+    w = np.concatenate(ws)
+    if len(v) == 0:
+        return v, w
+    uniq, inv = np.unique(v, return_inverse=True)
+    reads = np.bincount(inv, weights=w) / walks
+    order = np.argsort(-reads, kind="stable")
+    return uniq[order], reads[order]
+
+
+def exact_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> npt.NDArray[np.float64]:
+    """Exact reads per vertex under the estimator's model: every tree node once."""
+    owner, plan = plan_units(tasks)
+    threads = max(1, min(nb.get_num_threads(), len(owner)))
+    dense = np.zeros((threads, max(2, graph.num_vertices)))
+    if len(owner):
+        _run(graph, plans, tasks, owner, plan, np.ones(len(owner), np.int64), True, False, 0,
+             dense)
+    return dense.sum(axis=0)[:graph.num_vertices]
