@@ -10,10 +10,10 @@ GCSM's rowptr carries a second offset for neighbours appended since the last sor
 versions are always sorted (each batch lays out a new sorted version), so one offset per
 row suffices.
 
-Which vertices: by estimated reads (:mod:`._estimate`), by degree (GCSM's "naive"
-baseline), or none (every read goes over PCIe, the zero-copy baseline). Either way the
-highest-ranked vertices are taken while they fit: caching v saves about reads(v) x its
-size in transfers and costs its size, so rank order is also value-per-byte order.
+Which vertices: by estimated bytes read (:mod:`._estimate`), by degree (GCSM's "naive"
+baseline), or none (every read goes over PCIe, the zero-copy baseline). GCSM caches the
+most-read vertices; we rank by estimated bytes saved per byte held (a greedy knapsack),
+since one hub read a few times can cost more cache than dozens of small arrays read often.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ._device_graph import ENTRY_BYTES
 from ._graph import HostGraph
 from .exceptions import BackendError
 
-__all__ = ["ROW_BYTES", "CachePolicy", "DeviceCache", "Loaded", "fit"]
+__all__ = ["ROW_BYTES", "CachePolicy", "DeviceCache", "Loaded", "by_value", "fit"]
 
 #: per cached vertex: rowidx (int32) + rowptr (int64)
 ROW_BYTES = 12
@@ -49,6 +49,15 @@ def fit(order: npt.NDArray[np.int64], seg_len: npt.NDArray[np.int32], capacity: 
         return 0
     cost = np.cumsum(seg_len[order].astype(np.int64) * ENTRY_BYTES + ROW_BYTES + 8)
     return int(np.searchsorted(cost, capacity - 8, side="right"))
+
+
+def by_value(vertices: npt.NDArray[np.int64], saved: npt.NDArray[np.float64],
+             seg_len: npt.NDArray[np.int32], capacity: int) -> npt.NDArray[np.int64]:
+    """Indices into ``vertices`` worth caching: best bytes ``saved`` per byte held first,
+    as many as fit in ``capacity``."""
+    held = seg_len[vertices].astype(np.float64) * ENTRY_BYTES + ROW_BYTES
+    order = np.argsort(-(saved / held), kind="stable")
+    return order[:fit(vertices[order], seg_len, capacity)]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)

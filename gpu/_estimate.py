@@ -31,9 +31,9 @@ __all__ = ["Estimate", "WalkConfig", "estimate_reads", "exact_reads"]
 @dataclass(frozen=True, slots=True)
 class WalkConfig:
     #: walks in the first round
-    walks: int = 4096
+    walks: int = 2048
     #: at most this many in all (formula (5) asks for more on skewed graphs)
-    max_walks: int = 32768
+    max_walks: int = 16384
     #: rank vertices whose read counts differ by a factor (1 + alpha) ...
     alpha: float = 1.0
     #: ... correctly with this confidence (delta)
@@ -42,20 +42,23 @@ class WalkConfig:
     #: walks move to a uniform child and weigh by the branching (Knuth's estimator),
     #: instead of formula (3)'s stop-or-move with probability |V|/D
     branching: bool = True
+    #: estimate bytes read (each read weighs the label range it scans) rather than reads:
+    #: what a cache saves, so the cache can rank vertices by bytes saved per byte held
+    weigh_bytes: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
     vertices: npt.NDArray[np.int64]   # read at least once by a walk, most-read first
-    reads: npt.NDArray[np.float64]    # estimated reads of each (formula (3), averaged)
+    reads: npt.NDArray[np.float64]    # estimated reads (or bytes read) of each
     walks: int
     seconds: float
 
 
 def _run(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, owner: npt.NDArray[np.int64],
          plan: npt.NDArray[np.int64], walks: npt.NDArray[np.int64], exhaustive: bool,
-         branching: bool, seed: int, dense: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64],
-                                                             npt.NDArray[np.float64]]:
+         branching: bool, weigh_bytes: bool, seed: int, dense: npt.NDArray[np.float64],
+         ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Events (vertex, weight) of the roots with walks > 0."""
     sel = np.flatnonzero(walks)
     o, p, w = owner[sel], plan[sel], walks[sel]
@@ -69,6 +72,7 @@ def _run(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, owner: npt.NDArray
     nv = graph.num_vertices
     used = K.walk(tasks.a[o], tasks.b[o], tasks.label[o], tasks.tick[o], p.astype(np.int32), w,
                   base[:-1], len(owner), max(1, graph.max_degree_bound()), exhaustive, branching,
+                  weigh_bytes,
                   np.uint64(seed), min(nb.get_num_threads(), max(1, len(sel))),
                   graph.max_degree_bound(), int(w.max()) if len(w) else 1, plans.table,
                   plans.nb_level, plans.nb_label, graph.seg_off[:nv], graph.seg_len[:nv],
@@ -81,9 +85,11 @@ def _run(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, owner: npt.NDArray
 
 
 def estimate_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, cfg: WalkConfig,
-                   capacity: Callable[[npt.NDArray[np.int64]], int]) -> Estimate:
-    """Estimated neighbour-array reads of matching ``tasks``; ``capacity(order)`` says how
-    many of the vertices in ``order`` the cache can hold (formula (5)'s C_y)."""
+                   keep: Callable[[npt.NDArray[np.int64], npt.NDArray[np.float64]],
+                                  npt.NDArray[np.int64]]) -> Estimate:
+    """Estimated neighbour-array reads (or bytes) of matching ``tasks``; ``keep(vertices,
+    estimates)`` says which of them the cache would hold (formula (5)'s C_y is the
+    smallest estimate kept)."""
     t0 = time.perf_counter()
     owner, plan = plan_units(tasks)
     R = len(owner)
@@ -99,7 +105,7 @@ def estimate_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, cfg: Wal
         m = want - total
         walks = np.bincount(rng.integers(R, size=m), minlength=R).astype(np.int64)
         v, w = _run(graph, plans, tasks, owner, plan, walks, False, cfg.branching,
-                    cfg.seed + round_no, dense)
+                    cfg.weigh_bytes, cfg.seed + round_no, dense)
         vs_all.append(v)
         ws_all.append(w)
         total += m
@@ -107,8 +113,8 @@ def estimate_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, cfg: Wal
         verts, reads = _merge(vs_all, ws_all, total)
         if round_no > 1 or len(verts) == 0:
             break
-        k = capacity(verts)
-        cy = float(reads[min(max(k, 1), len(reads)) - 1])
+        kept = keep(verts, reads)
+        cy = float(reads[kept].min()) if len(kept) else float(reads[0])
         n = int(plans.n.max())
         D = max(1, graph.max_degree_bound())
         a, d = cfg.alpha, cfg.confidence
@@ -130,12 +136,13 @@ def _merge(vs: list[npt.NDArray[np.int64]], ws: list[npt.NDArray[np.float64]],
     return uniq[order], reads[order]
 
 
-def exact_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> npt.NDArray[np.float64]:
-    """Exact reads per vertex under the estimator's model: every tree node once."""
+def exact_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
+                weigh_bytes: bool = False) -> npt.NDArray[np.float64]:
+    """Exact reads (or bytes) per vertex under the estimator's model: every node once."""
     owner, plan = plan_units(tasks)
     threads = max(1, min(nb.get_num_threads(), len(owner)))
     dense = np.zeros((threads, max(2, graph.num_vertices)))
     if len(owner):
-        _run(graph, plans, tasks, owner, plan, np.ones(len(owner), np.int64), True, False, 0,
-             dense)
+        _run(graph, plans, tasks, owner, plan, np.ones(len(owner), np.int64), True, False,
+             weigh_bytes, 0, dense)
     return dense.sum(axis=0)[:graph.num_vertices]

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._cpu_kernels import _buffers, _label_filter, _prepare, _valid
+from ._cpu_kernels import _buffers, _label_filter, _label_range, _prepare, _valid
+from ._device_graph import ENTRY_BYTES
 from ._planner import F_DEP, F_GT, F_LABEL, F_LT, F_MISC, F_NBCNT, F_NBOFF
 from ._types import MAX_QUERY_VERTICES, WILDCARD
 
@@ -45,8 +46,10 @@ def _next(state):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _record(j, B, w, p, f, pl, nb_level, ev_v, ev_w, ev_n, base, dense, t):  # type: ignore[no-untyped-def]
-    """The reads of a node at level j (root: j = 1 covers levels 0 and 1)."""
+def _record(j, B, w, p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_v, ev_w,
+            ev_n, base, dense, t):  # type: ignore[no-untyped-def]
+    """The reads of a node at level j (root: j = 1 covers levels 0 and 1); with
+    ``weigh_bytes`` each read counts the bytes of the label range it scans."""
     n = pl[p, F_MISC, 0]
     for L in range(j + 1, n):
         d = pl[p, F_DEP, L]
@@ -54,11 +57,15 @@ def _record(j, B, w, p, f, pl, nb_level, ev_v, ev_w, ev_n, base, dense, t):  # t
             off = pl[p, F_NBOFF, L]
             for q in range(pl[p, F_NBCNT, L]):
                 v = f[nb_level[off + q]]
+                x = B * w
+                if weigh_bytes:
+                    lo, hi = _label_range(key, seg_off[v], seg_len[v], pl[p, F_LABEL, L])
+                    x *= ENTRY_BYTES * (hi - lo)
                 if dense.shape[1] > 1:
-                    dense[t, v] += B * w
+                    dense[t, v] += x
                 else:
                     ev_v[base + ev_n[0]] = v
-                    ev_w[base + ev_n[0]] = B * w
+                    ev_w[base + ev_n[0]] = x
                     ev_n[0] += 1
 
 
@@ -74,9 +81,9 @@ def _root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key)
 
 
 @nb.njit(cache=True, nogil=True)
-def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, seed, pl, nb_level,
-               nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand, ncand, kids,
-               nkids, kpos, kcnt, draws, walks, wts, ev_v, ev_w, base, dense, t):  # type: ignore[no-untyped-def]
+def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, seed, pl,
+               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
+               ncand, kids, nkids, kpos, kcnt, draws, walks, wts, ev_v, ev_w, base, dense, t):  # type: ignore[no-untyped-def]
     raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = bufs
     ev_n = np.zeros(1, np.int64)
     n = pl[p, F_MISC, 0]
@@ -88,7 +95,8 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, seed, pl, nb_l
     f[0] = a
     f[1] = b
     wts[1] = 1.0 if exhaustive else float(R)
-    _record(1, B, wts[1], p, f, pl, nb_level, ev_v, ev_w, ev_n, base, dense, t)
+    _record(1, B, wts[1], p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_v, ev_w,
+            ev_n, base, dense, t)
     # node at level j has its children (level j + 1) in kids[j + 1][0:nkids]
     j = 1
     walks[1] = B
@@ -149,7 +157,8 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, seed, pl, nb_l
             wts[L] = wts[j] * ncand[L]
         else:
             wts[L] = float(R) * float(D) ** (L - 1)
-        _record(L, walks[L], wts[L], p, f, pl, nb_level, ev_v, ev_w, ev_n, base, dense, t)
+        _record(L, walks[L], wts[L], p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes,
+                ev_v, ev_w, ev_n, base, dense, t)
         j = L
         if L + 1 < M:
             nkids[L + 1] = -1
@@ -157,7 +166,8 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, seed, pl, nb_l
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def walk(r_a, r_b, r_el, r_k, r_plan, r_walks, r_base, R, D, exhaustive, branching, seed,
+def walk(r_a, r_b, r_el, r_k, r_plan, r_walks, r_base, R, D, exhaustive, branching,
+         weigh_bytes, seed,
          nthreads,
          maxlen, maxwalks, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
          ev_v, ev_w, dense):  # type: ignore[no-untyped-def]
@@ -178,8 +188,8 @@ def walk(r_a, r_b, r_el, r_k, r_plan, r_walks, r_base, R, D, exhaustive, branchi
         draws = np.empty(maxwalks + 1, np.int64)
         for r in range(t, nroot, nthreads):
             used[r] = _walk_root(r, r_a[r], r_b[r], r_el[r], r_k[r], r_plan[r], r_walks[r], R,
-                                 D, exhaustive, branching, seed, pl, nb_level, nb_label,
-                                 seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
+                                 D, exhaustive, branching, weigh_bytes, seed, pl, nb_level,
+                                 nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
                                  ncand, kids, nkids, kpos, kcnt, draws, walks, wts, ev_v,
                                  ev_w, r_base[r], dense, t)
     return used

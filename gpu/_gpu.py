@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import CachePolicy, DeviceCache, Loaded, fit
+from ._cache import CachePolicy, DeviceCache, Loaded, by_value, fit
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import DeviceGraph
 from ._estimate import Estimate, WalkConfig, estimate_reads
@@ -268,8 +268,9 @@ class GpuExecutor:
                                    np.argsort(-seg_len[:nv], kind="stable").astype(np.int64))
             order = self._by_degree[1]
             return order[:fit(order, seg_len, nbytes)], None
-        est = estimate_reads(graph, plans, tasks, c.walk, lambda o: fit(o, seg_len, nbytes))
-        return est.vertices[:fit(est.vertices, seg_len, nbytes)], est
+        keep = lambda v, r: by_value(v, r, seg_len, nbytes)  # noqa: E731
+        est = estimate_reads(graph, plans, tasks, c.walk, keep)
+        return est.vertices[keep(est.vertices, est.reads)], est
 
     def _out_of_core(self, slot: _Slot, graph: HostGraph, plans: PlanSet,
                      tasks: MatchTasks) -> _OutOfCore:

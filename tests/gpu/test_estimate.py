@@ -17,12 +17,13 @@ def batch():  # type: ignore[no-untyped-def]
     return eng, ps, tasks, exact_reads(eng.graph, ps, tasks)
 
 
-def _estimates(eng, ps, tasks, exact, seeds, walks, branching):  # type: ignore[no-untyped-def]
+def _estimates(eng, ps, tasks, exact, seeds, walks, branching, weigh=False):  # type: ignore[no-untyped-def]
     out = np.zeros((len(seeds), len(exact)))
     for i, s in enumerate(seeds):
         e = estimate_reads(eng.graph, ps, tasks, WalkConfig(walks=walks, max_walks=walks,
-                                                            seed=s, branching=branching),
-                           lambda order: 100)
+                                                            seed=s, branching=branching,
+                                                            weigh_bytes=weigh),
+                           lambda v, r: np.arange(min(100, len(v))))
         assert e.walks == walks
         out[i, e.vertices] = e.reads
     return out
@@ -40,10 +41,13 @@ def test_exact_model_counts_on_triangles() -> None:
     assert np.array_equal(exact, want)
 
 
+@pytest.mark.parametrize("weigh", [False, True], ids=["reads", "bytes"])
 @pytest.mark.parametrize("branching", [False, True], ids=["formula3", "branching"])
-def test_estimates_are_unbiased_within_sampling_error(batch, branching: bool) -> None:  # type: ignore[no-untyped-def]
-    eng, ps, tasks, exact = batch
-    est = _estimates(eng, ps, tasks, exact, range(40), 8192, branching)
+def test_estimates_are_unbiased_within_sampling_error(batch, branching: bool,  # type: ignore[no-untyped-def]
+                                                      weigh: bool) -> None:
+    eng, ps, tasks, _ = batch
+    exact = exact_reads(eng.graph, ps, tasks, weigh_bytes=weigh)
+    est = _estimates(eng, ps, tasks, exact, range(40), 8192, branching, weigh)
     # the total and each of the 30 most-read vertices: mean of 40 independent estimates
     # within 4 standard errors of the exact count
     for got, want in [(est.sum(axis=1), exact.sum())] + [
@@ -56,8 +60,9 @@ def test_estimate_covers_the_most_read_vertices(batch) -> None:  # type: ignore[
     # GCSM Fig. 28b: share of the exact top 1% / 5% in a cache of the top 10% estimated
     eng, ps, tasks, exact = batch
     read = int((exact > 0).sum())
-    e = estimate_reads(eng.graph, ps, tasks, WalkConfig(walks=65536, max_walks=65536),
-                       lambda order: 100)
+    e = estimate_reads(eng.graph, ps, tasks, WalkConfig(walks=65536, max_walks=65536,
+                                                        weigh_bytes=False),
+                       lambda v, r: np.arange(min(100, len(v))))
     cached = set(e.vertices[: read // 10].tolist())
     top = np.argsort(-exact, kind="stable")
     for share, floor in ((0.01, 0.95), (0.05, 0.8)):   # measured: 1.0 and 0.85
@@ -69,9 +74,9 @@ def test_estimate_covers_the_most_read_vertices(batch) -> None:  # type: ignore[
 def test_formula_5_adds_walks_up_to_the_bound(batch) -> None:  # type: ignore[no-untyped-def]
     eng, ps, tasks, _ = batch
     e = estimate_reads(eng.graph, ps, tasks, WalkConfig(walks=1000, max_walks=5000),
-                       lambda order: len(order))
+                       lambda v, r: np.arange(len(v)))
     assert e.walks == 5000          # skewed graph: (5) asks for more than the bound
     again = estimate_reads(eng.graph, ps, tasks, WalkConfig(walks=1000, max_walks=5000),
-                           lambda order: len(order))
+                           lambda v, r: np.arange(len(v)))
     assert np.array_equal(e.vertices, again.vertices)   # seeded: reproducible
     assert np.array_equal(e.reads, again.reads)
