@@ -194,7 +194,7 @@ def _table(res: dict, sizes: list[int], pool: int, updates: int,  # type: ignore
     return rows
 
 
-def from_log(log: Path, name: str, sizes: list[int], window: int,
+def from_log(log: Path, name: str, sizes: list[int], updates: int, queries: int,
              pool: int) -> list[str]:
     """The table of ``section`` rebuilt from the lines a run printed (``name b mode {..}``)."""
     import ast
@@ -203,7 +203,7 @@ def from_log(log: Path, name: str, sizes: list[int], window: int,
         parts = line.split(" ", 3)
         if len(parts) == 4 and parts[0] == name:
             res[int(parts[1]), parts[2]] = ast.literal_eval(parts[3])
-    return _table(res, sizes, pool, window, 3)
+    return _table(res, sizes, pool, updates, queries)
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ since one hub read a few times can cost more cache than dozens of small arrays r
 
 from __future__ import annotations
 
-import enum
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,16 +30,10 @@ from ._device_graph import ENTRY_BYTES
 from ._graph import HostGraph
 from .exceptions import BackendError
 
-__all__ = ["ROW_BYTES", "CachePolicy", "DeviceCache", "Loaded", "by_value", "fit"]
+__all__ = ["ROW_BYTES", "DeviceCache", "Loaded", "by_value", "fit"]
 
 #: per cached vertex: rowidx (int32) + rowptr (int64)
 ROW_BYTES = 12
-
-
-class CachePolicy(enum.StrEnum):
-    WALK = "walk"
-    DEGREE = "degree"
-    NONE = "none"
 
 
 def fit(order: npt.NDArray[np.int64], seg_len: npt.NDArray[np.int32], capacity: int) -> int:

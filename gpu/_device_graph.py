@@ -80,10 +80,6 @@ class DeviceGraph:
         """Kernel arguments: pool columns (device arrays, or host pointers), vertex words."""
         return (self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel)
 
-    def pool_bytes(self) -> int:
-        """Device memory the pool mirror takes (0 when it stays on the host)."""
-        return 0 if self.host else self._pcap * ENTRY_BYTES
-
     def needs_full(self, graph: HostGraph) -> bool:
         return (graph is not self._owner or graph.layout != self._layout
                 or len(graph.vlabel) > self._vcap or len(graph.key) > self._pcap

@@ -97,37 +97,35 @@ def estimate_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, cfg: Wal
         return Estimate(np.zeros(0, np.int64), np.zeros(0), 0, 0.0)
     rng = np.random.default_rng(cfg.seed)
     dense = np.zeros((1, 1))
-    vs_all, ws_all = [], []
-    total = 0
-    want = cfg.walks
-    round_no = 0
-    while want > total:
-        m = want - total
+
+    def walk(m: int, seed: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         walks = np.bincount(rng.integers(R, size=m), minlength=R).astype(np.int64)
-        v, w = _run(graph, plans, tasks, owner, plan, walks, False, cfg.branching,
-                    cfg.weigh_bytes, cfg.seed + round_no, dense)
-        vs_all.append(v)
-        ws_all.append(w)
-        total += m
-        round_no += 1
-        verts, reads = _merge(vs_all, ws_all, total)
-        if round_no > 1 or len(verts) == 0:
-            break
+        return _run(graph, plans, tasks, owner, plan, walks, False, cfg.branching,
+                    cfg.weigh_bytes, seed, dense)
+
+    events = [walk(cfg.walks, cfg.seed)]
+    total = cfg.walks
+    verts, reads = _merge(events, total)
+    if len(verts):
         kept = keep(verts, reads)
         cy = float(reads[kept].min()) if len(kept) else float(reads[0])
         n = int(plans.n.max())
         D = max(1, graph.max_degree_bound())
         a, d = cfg.alpha, cfg.confidence
         need = (n - 1) * (2 + a) * R * float(D) ** max(n - 2, 0) / (a * a * (1 - d) * cy)
-        want = int(min(max(need, total), cfg.max_walks))
-    verts, reads = _merge(vs_all, ws_all, total)
+        extra = int(min(need, cfg.max_walks)) - total
+        if extra > 0:
+            events.append(walk(extra, cfg.seed + 1))
+            total += extra
+            verts, reads = _merge(events, total)
     return Estimate(verts, reads, total, time.perf_counter() - t0)
 
 
-def _merge(vs: list[npt.NDArray[np.int64]], ws: list[npt.NDArray[np.float64]],
+def _merge(events: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
            walks: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    v = np.concatenate(vs)
-    w = np.concatenate(ws)
+    """Per vertex, the summed event weights over ``walks`` walks, largest first."""
+    v = np.concatenate([e[0] for e in events])
+    w = np.concatenate([e[1] for e in events])
     if len(v) == 0:
         return v, w
     uniq, inv = np.unique(v, return_inverse=True)

@@ -8,6 +8,7 @@ cap, up to that many match tuples (internal ids, query-vertex order).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,8 +20,8 @@ from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 from .exceptions import BackendError
 
-__all__ = ["EXECUTORS", "Done", "Executor", "ExecutorOptions", "IoStats", "MatchOutput",
-           "MatchTasks", "Ticket", "create_executor", "plan_units"]
+__all__ = ["EXECUTORS", "CachePolicy", "Done", "Executor", "ExecutorOptions", "IoStats",
+           "MatchOutput", "MatchTasks", "Ticket", "create_executor", "plan_units"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,14 @@ class Executor(Protocol):
         """(bytes held on the device, bytes it may hold); (0, 0) for host-only backends."""
 
 
+class CachePolicy(enum.StrEnum):
+    """What the out-of-core device cache holds (GPU)."""
+
+    WALK = "walk"        # the arrays a random-walk estimate says the batch reads most
+    DEGREE = "degree"    # the highest-degree vertices' arrays (GCSM's naive baseline)
+    NONE = "none"        # nothing: every read goes over PCIe (zero-copy baseline)
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutorOptions:
     """Settings a backend may use (the CPU executor reads the host graph and needs none)."""
@@ -131,8 +140,9 @@ class ExecutorOptions:
     def __post_init__(self) -> None:
         if self.graph_budget_bytes < 0:
             raise BackendError("graph_budget_bytes must be >= 0")
-        if self.cache not in ("walk", "degree", "none"):
-            raise BackendError(f"cache {self.cache!r}: expected 'walk', 'degree' or 'none'")
+        if self.cache not in set(CachePolicy):
+            raise BackendError(f"cache {self.cache!r}: expected one of "
+                               f"{', '.join(repr(str(c)) for c in CachePolicy)}")
 
 
 EXECUTORS: dict[str, Callable[[ExecutorOptions], Executor]] = {}

@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import CachePolicy, DeviceCache, Loaded, by_value, fit
+from ._cache import DeviceCache, Loaded, by_value, fit
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import DeviceGraph
 from ._estimate import Estimate, WalkConfig, estimate_reads
 from ._executor import (
     EXECUTORS,
+    CachePolicy,
     Done,
     ExecutorOptions,
     IoStats,
