@@ -87,7 +87,10 @@ class Loaded:
 
 
 class DeviceCache:
-    """One slot's cache: a device buffer of ``nbytes`` and its pinned staging twin."""
+    """A device buffer of ``nbytes`` and two pinned staging twins, taken in turns by
+    batches in flight: a copy into the buffer waits (on the device) until the previous
+    batch's kernel stops reading it; packing into a staging buffer waits (on the host)
+    for that buffer's copy two loads ago, so packing overlaps the kernels."""
 
     def __init__(self, cp: Any, nbytes: int) -> None:
         import cupyx
@@ -96,13 +99,30 @@ class DeviceCache:
         words = max(2, nbytes // 8)
         self.nbytes = words * 8
         self.device = cp.zeros(words, cp.int64)
-        self.staging = cupyx.empty_pinned(words, np.int64)
+        self._staging = [cupyx.empty_pinned(words, np.int64) for _ in range(2)]
+        self._copied: list[Any] = [None, None]   # events: each staging's last copy is done
+        self._turn = 0
+        self._read: Any = None   # event: the last kernel reading the device buffer is done
+
+    def release(self, read_done: Any) -> None:
+        """The event after which the batch that loaded this cache no longer reads it."""
+        self._read = read_done
+
+    def claim(self, stream: Any) -> None:
+        """Order ``stream`` after the cache's previous reader (before timing the copy)."""
+        if self._read is not None:
+            stream.wait_event(self._read)
 
     def load(self, graph: HostGraph, vertices: npt.NDArray[np.int64], stream: Any) -> Loaded:
-        """Pack ``vertices`` (any order; they must fit) and enqueue the copy on ``stream``."""
+        """Pack ``vertices`` (any order; they must fit) and enqueue the copy on ``stream``
+        (claimed first)."""
+        turn, self._turn = self._turn, 1 - self._turn
+        if self._copied[turn] is not None:
+            self._copied[turn].synchronize()
         t0 = time.perf_counter()
         vs = np.sort(vertices).astype(np.int32)
-        words, halves = self.staging, self.staging.view(np.int32)
+        words = self._staging[turn]
+        halves = words.view(np.int32)
         ne = int(_pack(vs, graph.seg_off, graph.seg_len, graph.key, graph.elab, graph.ct,
                        graph.dt, words, halves)) if len(vs) else 0
         used = (len(vs) + 1) // 2 + len(vs) + 1 + 3 * ne + (ne + 1) // 2
@@ -112,4 +132,5 @@ class DeviceCache:
         pack = time.perf_counter() - t0
         if used and len(vs):
             self.device[:used].set(words[:used], stream=stream)
+            self._copied[turn] = stream.record()
         return Loaded(len(vs), ne, used * 8 if len(vs) else 0, pack)

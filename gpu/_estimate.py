@@ -31,9 +31,12 @@ __all__ = ["Estimate", "WalkConfig", "estimate_reads", "exact_reads"]
 @dataclass(frozen=True, slots=True)
 class WalkConfig:
     #: walks in the first round
-    walks: int = 2048
-    #: at most this many in all (formula (5) asks for more on skewed graphs)
+    walks: int = 512
+    #: at most this many in all (formula (5) asks for more on skewed graphs) ...
     max_walks: int = 16384
+    #: ... and at most this many per (task, plan) root: small batches match in a few
+    #: milliseconds, and estimating them must stay a small share of that
+    max_walks_per_root: float = 2.0
     #: rank vertices whose read counts differ by a factor (1 + alpha) ...
     alpha: float = 1.0
     #: ... correctly with this confidence (delta)
@@ -113,7 +116,8 @@ def estimate_reads(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, cfg: Wal
         D = max(1, graph.max_degree_bound())
         a, d = cfg.alpha, cfg.confidence
         need = (n - 1) * (2 + a) * R * float(D) ** max(n - 2, 0) / (a * a * (1 - d) * cy)
-        extra = int(min(need, cfg.max_walks)) - total
+        cap = min(cfg.max_walks, max(cfg.walks, int(cfg.max_walks_per_root * R)))
+        extra = int(min(need, cap)) - total
         if extra > 0:
             events.append(walk(extra, cfg.seed + 1))
             total += extra
