@@ -44,6 +44,9 @@ class RegisteredQuery:
     spec: QuerySpec
     automorphisms: int
     plan_count: int
+    #: counts of its plans times this are its counts: |Aut(Q)| for a count-only
+    #: embeddings query (planned with symmetry breaking, see ``plan_query``), else 1
+    count_scale: int = 1
 
 
 class Engine:
@@ -84,8 +87,11 @@ class Engine:
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
-        plans, aut = plan_query(spec.query, spec.mode, self._label_share())
-        reg = RegisteredQuery(id=qid, spec=spec, automorphisms=aut, plan_count=len(plans))
+        by_orbit = spec.mode is CountMode.EMBEDDINGS and not spec.list_matches
+        plans, aut = plan_query(spec.query, CountMode.SUBGRAPHS if by_orbit else spec.mode,
+                                self._label_share())
+        reg = RegisteredQuery(id=qid, spec=spec, automorphisms=aut, plan_count=len(plans),
+                              count_scale=aut if by_orbit else 1)
         self._queries[qid] = reg
         self._plans[qid] = plans
         self._planset = None
@@ -126,7 +132,7 @@ class Engine:
         t0 = time.perf_counter()
         out = self.executor.submit(self.graph, ps, tasks).wait()
         secs = time.perf_counter() - t0
-        total = int(out.counts.sum())
+        total = int(out.counts.sum()) * self._queries[qid].count_scale
         listing = None
         if spec.list_matches:
             nq = spec.query.n
@@ -161,6 +167,7 @@ class Engine:
         self.executor.on_update(self.graph, ops)
         qids = tuple(self._queries)
         specs = {q: r.spec for q, r in self._queries.items()}
+        scale = np.array([r.count_scale for r in self._queries.values()], np.int64)
         edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
             (ops.status == UpdateStatus.APPLIED)
         ei = np.flatnonzero(edge)
@@ -170,7 +177,7 @@ class Engine:
             tasks = self._edge_tasks(ops, ei, ps, qids)
             ticket = self.executor.submit(self.graph, ps, tasks)
             ntasks = len(tasks)
-        pending = PendingBatch(self, batch, ops, qids, specs, ei, ticket, ntasks,
+        pending = PendingBatch(self, batch, ops, qids, specs, scale, ei, ticket, ntasks,
                                first_tick=int(ops.tick[0]) if len(ops) else self.graph.tick + 1,
                                t0=t0, t1=time.perf_counter())
         self._pending.append(pending)
@@ -189,7 +196,7 @@ class Engine:
             out = p.ticket.wait()
             io = out.io
             sign = np.where(ops.op[ei] == UpdateOp.INSERT_EDGE, 1, -1).astype(np.int64)
-            counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None]
+            counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None] * p.scale
             listings = self._listings(ops, ei, qids, p.specs, out)
         t2 = time.perf_counter()
         raw = ops.raw
@@ -248,10 +255,12 @@ class PendingBatch:
     """A submitted batch: ``result()`` waits for its matching and builds the result once."""
 
     def __init__(self, engine: Engine, batch: UpdateBatch, ops: OpTable, qids: tuple[int, ...],
-                 specs: dict[int, QuerySpec], ei: npt.NDArray[np.int64], ticket: Ticket | None,
-                 ntasks: int, first_tick: int, t0: float, t1: float) -> None:
+                 specs: dict[int, QuerySpec], scale: npt.NDArray[np.int64],
+                 ei: npt.NDArray[np.int64], ticket: Ticket | None, ntasks: int,
+                 first_tick: int, t0: float, t1: float) -> None:
         self._engine = engine
         self.batch, self.ops, self.qids, self.specs, self.ei = batch, ops, qids, specs, ei
+        self.scale = scale
         self.ticket, self.ntasks, self.first_tick, self.t0, self.t1 = (ticket, ntasks,
                                                                       first_tick, t0, t1)
         self._result: BatchResult | None = None

@@ -125,6 +125,10 @@ def plan_query(q: Query, mode: CountMode,
                label_share: Mapping[int, float] | None = None) -> tuple[list[Plan], int]:
     """Plans for every directed query edge (first one is (u0, u1) of edge 0), and |Aut(Q)|.
 
+    ``SUBGRAPHS`` plans carry the symmetry-breaking conditions (one match per orbit);
+    ``EMBEDDINGS`` plans enumerate every injective map. Since every orbit has exactly
+    |Aut(Q)| members, a count-only embeddings query is planned as ``SUBGRAPHS`` and its
+    counts are scaled (``Engine`` does that): |Aut(Q)| times less enumeration.
     ``label_share`` (label -> fraction of data vertices) steers the order towards rare
     labels; it changes speed only, never results.
     """
