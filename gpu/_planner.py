@@ -77,7 +77,10 @@ def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
             return (min(back, 2), -share, back, len(adj[v]), -v)
 
         frontier = [v for v in range(q.n) if v not in placed and any(w in placed for w in adj[v])]
-        order.append(max(frontier, key=score))
+        # a vertex whose neighbours are all placed constrains nothing later: placed last
+        # it is counted (|candidates| less collisions), not enumerated under later levels
+        open_ = [v for v in frontier if any(w not in placed for w in adj[v])]
+        order.append(max(open_ or frontier, key=score))
     return order
 
 

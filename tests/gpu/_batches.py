@@ -10,9 +10,11 @@ from streams import GenConfig, generate, iter_chunks
 
 
 def task_batch(backend: str = "cpu", size: int = 512, queries: list[Query] | None = None,
-               seed: int = 3, **options: object) -> tuple[Engine, PlanSet, MatchTasks]:
+               seed: int = 3, list_matches: bool = False,
+               **options: object) -> tuple[Engine, PlanSet, MatchTasks]:
     """The engine after its first ``size`` updates were applied to the host graph (not
-    matched), with the plans and tasks that batch would match."""
+    matched), with the plans and tasks that batch would match. Embeddings mode; with
+    ``list_matches`` the plans carry no symmetry conditions."""
     from gpu import ExecutorOptions
 
     ds = generate(GenConfig(vertices=3000, edges=20000, labels=2, queries=3, min_query=4,
@@ -21,7 +23,7 @@ def task_batch(backend: str = "cpu", size: int = 512, queries: list[Query] | Non
     g = ds.initial
     eng.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
     for q in queries if queries is not None else [q for _, q in ds.queries]:
-        eng.register(QuerySpec(q, CountMode.EMBEDDINGS))
+        eng.register(QuerySpec(q, CountMode.EMBEDDINGS, list_matches=list_matches))
     ops = eng.graph.apply(next(iter_chunks(ds.stream, size)))
     eng.executor.on_update(eng.graph, ops)
     edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
