@@ -42,17 +42,24 @@ class CpuExecutor:
         g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.vlabel[:nv], graph.key, graph.elab,
              graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
-        # count phase: one unit per (task, plan) so heavy updates spread over threads
+        # count phase: one unit per (task, plan) so heavy updates spread over threads;
+        # the costliest tasks (degree product) are dealt first, their plans side by side
         owner, plan64 = plan_units(tasks)
         plan = plan64.astype(np.int32)
-        cost = graph.seg_len[tasks.a[owner]].astype(np.int64) * graph.seg_len[tasks.b[owner]]
-        order = np.argsort(-cost, kind="stable")
+        nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
+        first = np.cumsum(nplans) - nplans
+        cost = graph.seg_len[tasks.a].astype(np.int64) * graph.seg_len[tasks.b]
+        by_cost = np.argsort(-cost, kind="stable")
+        k = nplans[by_cost]
+        order = np.repeat(first[by_cost] - (np.cumsum(k) - k), k) + np.arange(len(owner))
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                     tasks.tick[owner], plan, plan + 1, order,
                                     min(self.threads, len(owner)), maxlen, pl, plans.nb_level,
                                     plans.nb_label, *g)
         counts = np.zeros(n, np.int64)
-        np.add.at(counts, owner, unit_counts)   # exact int64 sums
+        has = nplans > 0
+        if len(owner):   # exact int64 sums of each task's contiguous units
+            counts[has] = np.add.reduceat(unit_counts, first[has])
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
         np.cumsum(listed, out=row_off[1:])

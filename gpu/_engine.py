@@ -95,6 +95,7 @@ class Engine:
         self._queries[qid] = reg
         self._plans[qid] = plans
         self._planset = None
+        self._plan_set()   # packed now, not on the first batch's path
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
 
