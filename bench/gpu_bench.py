@@ -55,14 +55,16 @@ def yeast(d: Path, repeat: int) -> list[str]:
                        ("deletion", "data_graph.graph", "deletion_graph.graph")):
         graph, stream = read_graph(d / g), read_stream(d / s)
         for backend in ("gpu", "cpu"):
-            total, pos, neg = 0.0, 0, 0
+            total, pos, neg, each = 0.0, 0, 0, []
             for q in qs:
                 t, p, n = time_run(backend, graph, [q], stream, CountMode.EMBEDDINGS, repeat,
                                     len(stream))
                 total, pos, neg = total + t, pos + p, neg + n
+                each.append(f"{t * 1e3:.1f}")
             rows.append(f"| {name} | {backend} | {len(stream):,} x 20 | +{pos:,} / -{neg:,} | "
                         f"{total:.3f} | {RAPIDFLOW_INSERT_SECONDS / total:.1f}x |")
             print(rows[-1], flush=True)
+            print(f"{name} {backend} ms per query 0-19: {' '.join(each)}", flush=True)
     graph = read_graph(d / "initial_graph.graph")
     stream = read_stream(d / "insertion_graph.graph")
     if BACKEND == "gpu":   # work-unit granularity: level-2 candidates per unit
