@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+import numpy.typing as npt
 
 from . import _cpu_kernels as K
-from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, plan_units
+from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_sums
 from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 
@@ -42,24 +43,16 @@ class CpuExecutor:
         g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.vlabel[:nv], graph.key, graph.elab,
              graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
-        # count phase: one unit per (task, plan) so heavy updates spread over threads;
-        # the costliest tasks (degree product) are dealt first, their plans side by side
-        owner, plan64 = plan_units(tasks)
+        # count phase: one unit per (task, plan) with a live root, so heavy updates spread
+        # over threads; the costliest tasks (degree product) are dealt first
+        owner, plan64 = live_units(graph, plans, tasks)
         plan = plan64.astype(np.int32)
-        nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
-        first = np.cumsum(nplans) - nplans
-        cost = graph.seg_len[tasks.a].astype(np.int64) * graph.seg_len[tasks.b]
-        by_cost = np.argsort(-cost, kind="stable")
-        k = nplans[by_cost]
-        order = np.repeat(first[by_cost] - (np.cumsum(k) - k), k) + np.arange(len(owner))
+        order = _by_task_cost(graph, tasks, owner)
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                     tasks.tick[owner], plan, plan + 1, order,
-                                    min(self.threads, len(owner)), maxlen, pl, plans.nb_level,
-                                    plans.nb_label, *g)
-        counts = np.zeros(n, np.int64)
-        has = nplans > 0
-        if len(owner):   # exact int64 sums of each task's contiguous units
-            counts[has] = np.add.reduceat(unit_counts, first[has])
+                                    max(1, min(self.threads, len(owner))), maxlen, pl,
+                                    plans.nb_level, plans.nb_label, *g)
+        counts = task_sums(n, owner, unit_counts)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
         np.cumsum(listed, out=row_off[1:])
@@ -71,6 +64,21 @@ class CpuExecutor:
                          min(self.threads, len(sel)), maxlen, pl, plans.nb_level,
                          plans.nb_label, *g, rows)
         return MatchOutput(counts, listed, row_off, rows)
+
+
+def _by_task_cost(graph: HostGraph, tasks: MatchTasks,
+                  owner: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Units (``owner`` ascending) ordered by their task's degree product, largest first,
+    each task's units side by side: sorts tasks, not units."""
+    if not len(owner):
+        return np.zeros(0, np.int64)
+    start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    cnt = np.diff(np.r_[start, len(owner)])
+    t = owner[start]
+    by = np.argsort(-(graph.seg_len[tasks.a[t]].astype(np.int64) * graph.seg_len[tasks.b[t]]),
+                    kind="stable")
+    k = cnt[by]
+    return np.repeat(start[by] - (np.cumsum(k) - k), k) + np.arange(len(owner))
 
 
 EXECUTORS["cpu"] = lambda options: CpuExecutor()

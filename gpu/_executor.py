@@ -17,11 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ._graph import HostGraph, OpTable
-from ._planner import PlanSet
+from ._planner import F_DEGREE, F_GT, F_LABEL, F_LT, F_MISC, PlanSet
+from ._types import WILDCARD
 from .exceptions import BackendError
 
 __all__ = ["EXECUTORS", "CachePolicy", "Done", "Executor", "ExecutorOptions", "IoStats",
-           "MatchOutput", "MatchTasks", "Ticket", "create_executor", "plan_units"]
+           "MatchOutput", "MatchTasks", "Ticket", "create_executor", "live_units", "plan_units",
+           "task_sums"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,38 @@ def plan_units(tasks: MatchTasks, only: npt.NDArray[np.bool_] | None = None,
     first = np.repeat(np.cumsum(nplans) - nplans, nplans)
     plan = np.repeat(tasks.plan_lo.astype(np.int64), nplans) + np.arange(len(owner)) - first
     return owner, plan
+
+
+def live_units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
+               only: npt.NDArray[np.bool_] | None = None,
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``plan_units`` less the pairs whose root fails the kernels' own first checks
+    (labels of both ends, the root edge label, the degree bound, the level-1 symmetry
+    condition), vectorised: on labelled queries most pairs go here, not through a kernel.
+
+    Exact: the host's current version lengths bound every degree a batch in flight can
+    see, and internal ids never change label (a relabel makes a new id)."""
+    owner, plan = plan_units(tasks, only)
+    t = plans.table
+    a, b = tasks.a[owner], tasks.b[owner]
+    vl, sl, w = graph.vlabel, graph.seg_len, WILDCARD
+    l0, l1, rl = t[plan, F_LABEL, 0], t[plan, F_LABEL, 1], t[plan, F_MISC, 1]
+    ok = (((l0 == w) | (l0 == vl[a])) & ((l1 == w) | (l1 == vl[b]))
+          & ((rl == w) | (rl == tasks.label[owner]))
+          & (sl[a] >= t[plan, F_DEGREE, 0]) & (sl[b] >= t[plan, F_DEGREE, 1])
+          & ~((t[plan, F_GT, 1] & 1).astype(bool) & (b <= a))
+          & ~((t[plan, F_LT, 1] & 1).astype(bool) & (b >= a)))
+    return owner[ok], plan[ok]
+
+
+def task_sums(n: int, owner: npt.NDArray[np.int64],
+              values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Exact int64 sum per task of unit values (``owner`` ascending, as units come)."""
+    out = np.zeros(n, np.int64)
+    if len(owner):
+        start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        out[owner[start]] = np.add.reduceat(values, start)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
