@@ -39,7 +39,7 @@ from ._executor import (
     MatchOutput,
     MatchTasks,
     Ticket,
-    plan_units,
+    live_units,
 )
 from ._graph import HostGraph, OpTable
 from ._planner import F_MISC, F_NBCNT, F_NBOFF, PlanSet
@@ -191,8 +191,11 @@ class GpuExecutor:
 
     def _units(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
                only: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int32]:
-        """[4, U] int32: task, plan, slice, slices; heaviest units first."""
-        owner, plan = plan_units(tasks, only)
+        """[4, P + 1] int32 per live (task, plan) pair, heaviest slices first: task, plan,
+        first slice, slices; column P holds the total slice count in row 2. The kernel
+        expands pairs into level-2 slices itself (a binary search over row 2), so the host
+        never materialises or sorts slices."""
+        owner, plan = live_units(graph, plans, tasks, only)
         la = graph.seg_len[tasks.a[owner]].astype(np.int64)
         lb = graph.seg_len[tasks.b[owner]].astype(np.int64)
         l2 = _level2_sources(plans)[plan]
@@ -202,15 +205,15 @@ class GpuExecutor:
         c = self.config
         nsl = np.where(deep, np.clip((est + c.slice_size - 1) // c.slice_size, 1, c.max_slices),
                        1)
-        rep = np.repeat(np.arange(len(owner)), nsl)
-        sl = np.arange(len(rep)) - np.repeat(np.cumsum(nsl) - nsl, nsl)
-        heavy = np.argsort(-((la * lb)[rep] // nsl[rep]), kind="stable")
-        rep, sl = rep[heavy], sl[heavy]
-        out = np.empty((4, len(rep)), np.int32)
-        out[0] = owner[rep]
-        out[1] = plan[rep]
-        out[2] = sl
-        out[3] = nsl[rep]
+        heavy = np.argsort(-((la * lb) // nsl), kind="stable")
+        k = nsl[heavy]
+        out = np.empty((4, len(owner) + 1), np.int32)
+        out[0, :-1] = owner[heavy]
+        out[1, :-1] = plan[heavy]
+        out[2, 0] = 0
+        np.cumsum(k, out=out[2, 1:])
+        out[3, :-1] = k
+        out[[0, 1, 3], -1] = 0
         return out
 
     @staticmethod
@@ -227,14 +230,15 @@ class GpuExecutor:
         """Enqueue one kernel on the slot's stream. ``counts`` holds the n task counts and
         then the three io words (host bytes, cache hits, misses)."""
         cp = self.cp
-        nu = units.shape[1]
+        npairs = units.shape[1] - 1
+        nu = int(units[2, -1])   # slices
         per_warp = (levels + 1) * stride
         warps = min(self.sm_count * self.config.warps_per_sm, len(slot.stack) // per_warp, nu)
         if warps < 1:
             raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
                                f"stack_bytes/depth of device memory per warp")
         ints = np.concatenate([units.ravel(), tasks.a, tasks.b, tasks.label]).astype(np.int32)
-        n = len(tasks)
+        n, w = len(tasks), npairs + 1
         du = cp.asarray(ints)
         dk = cp.asarray(tasks.tick)
         slot.counter.fill(0)
@@ -246,9 +250,9 @@ class GpuExecutor:
         opt = lambda x: x if x is not None else null  # noqa: E731
         self._match(
             (blocks,), (32 * _WARPS_PER_BLOCK,),
-            (du[0:nu], du[nu:2 * nu], du[2 * nu:3 * nu], du[3 * nu:4 * nu], np.int32(nu),
-             du[4 * nu:4 * nu + n], du[4 * nu + n:4 * nu + 2 * n],
-             du[4 * nu + 2 * n:4 * nu + 3 * n], dk, table, nb_level, nb_label,
+            (du[0:w], du[w:2 * w], du[2 * w:3 * w], du[3 * w:4 * w], np.int32(npairs),
+             np.int32(nu), du[4 * w:4 * w + n], du[4 * w + n:4 * w + 2 * n],
+             du[4 * w + 2 * n:4 * w + 3 * n], dk, table, nb_level, nb_label,
              *g.arrays(), np.int32(g.host), *cache,
              slot.stack, np.int64(stride), np.int64(levels), np.int64(warps),
              slot.counter, counts[:n], opt(rows), opt(row_off), opt(want), opt(slots),
@@ -314,7 +318,7 @@ class GpuExecutor:
         with slot.stream:
             slot.stream.wait_event(self.update_stream.record())
             counts = cp.zeros(n + 3, cp.uint64)
-            if units.shape[1]:
+            if units[2, -1]:
                 self._launch(slot, self._stride(graph), int(plans.n.max()), self._plans_dev,
                              units, tasks, counts, None, reads=reads)
             out = reads.get(stream=slot.stream)
@@ -339,11 +343,11 @@ class GpuExecutor:
         with slot.stream:
             if self._installed is not None:
                 slot.stream.wait_event(self._installed)
-            if self.graph.host and units.shape[1]:
+            if self.graph.host and units[2, -1]:
                 ooc = self._out_of_core(slot, graph, plans, tasks)
             dcounts = cp.zeros(n + 3, cp.uint64)
             keep: tuple[Any, ...] = (dcounts, *self._plans_dev, *self.graph.arrays())
-            if units.shape[1]:
+            if units[2, -1]:
                 keep += self._launch(slot, stride, int(plans.n.max()), self._plans_dev, units,
                                      tasks, dcounts, ooc)
             if ooc is not None:

@@ -1,6 +1,7 @@
 // Incremental matching on the GPU: one warp per work unit, stack-based backtracking.
 //
-// A work unit is (task, plan, chunk). A task is one updated directed edge a -> b at tick k;
+// A work unit is (task, plan, chunk); the host sends (task, plan) pairs and their chunk
+// counts, and warps expand them. A task is one updated directed edge a -> b at tick k;
 // its plan binds f(level 0) = a, f(level 1) = b and extends level by level (GCSM Fig. 15).
 // Level 2's candidate set is split into `nchunk` slices so that one heavy update spreads
 // over many warps (T-DFS task splitting); idle warps take the next unit from a global
@@ -514,8 +515,11 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
 }
 
 extern "C" __global__ void match_units(
-    // units, in scheduling order
-    const int* u_task, const int* u_plan, const int* u_chunk, const int* u_nchunk, int n_units,
+    // (task, plan) pairs in scheduling order, each cut into u_nchunk level-2 slices;
+    // u_first: exclusive prefix sum of the slices (n_pairs + 1 entries); unit u is slice
+    // u - u_first[j] of the pair j with u_first[j] <= u < u_first[j + 1]
+    const int* u_task, const int* u_plan, const int* u_first, const int* u_nchunk, int n_pairs,
+    int n_units,
     // tasks
     const int* t_a, const int* t_b, const int* t_el, const long long* t_k,
     // plans
@@ -552,7 +556,13 @@ extern "C" __global__ void match_units(
         if (lane == 0) u = atomicAdd(next_unit, 1u);
         u = __shfl_sync(FULL, u, 0);
         if (u >= (unsigned int)n_units) break;
-        int t = u_task[u];
+        int lo = 0, hi = n_pairs - 1;   // last pair j with u_first[j] <= u
+        while (lo < hi) {
+            int mid = (lo + hi + 1) >> 1;
+            if ((unsigned int)u_first[mid] <= u) lo = mid; else hi = mid - 1;
+        }
+        int j = lo, chunk = (int)u - u_first[lo];
+        int t = u_task[j];
         long long want = 0, row0 = 0;
         if (rows != nullptr) {
             want = t_want[t];
@@ -560,10 +570,10 @@ extern "C" __global__ void match_units(
             if (want <= 0) continue;
         }
         __syncwarp();
-        s.chunk = u_chunk[u];
+        s.chunk = chunk;
         __syncwarp();
-        long long c = run_unit(t_a[t], t_b[t], t_el[t], t_k[t], u_plan[u], u_chunk[u],
-                               u_nchunk[u], s, P, g, raw, stride, scratch, lane, rows, row0,
+        long long c = run_unit(t_a[t], t_b[t], t_el[t], t_k[t], u_plan[j], chunk,
+                               u_nchunk[j], s, P, g, raw, stride, scratch, lane, rows, row0,
                                want, t_slots + t, io, acc);
         if (lane == 0 && c && rows == nullptr) atomicAdd(t_count + t, (unsigned long long)c);
         __syncwarp();
