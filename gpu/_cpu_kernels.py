@@ -339,6 +339,34 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     return total
 
 
+@nb.njit(cache=True, nogil=True)
+def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type: ignore[no-untyped-def]
+    """(task, plan) pairs whose root passes ``run_plan``'s first checks (labels, root edge
+    label, degree bound, level-1 symmetry condition), tasks in order; ``only`` (empty:
+    every task) selects tasks."""
+    total = 0
+    for i in range(len(t_a)):
+        total += t_phi[i] - t_plo[i]
+    owner = np.empty(total, np.int64)
+    plan = np.empty(total, np.int64)
+    m = 0
+    for i in range(len(t_a)):
+        if len(only) and not only[i]:
+            continue
+        a, b, el = t_a[i], t_b[i], t_el[i]
+        for p in range(t_plo[i], t_phi[i]):
+            l0, l1, rl = pl[p, F_LABEL, 0], pl[p, F_LABEL, 1], pl[p, F_MISC, 1]
+            if ((l0 == _WILD or l0 == vlabel[a]) and (l1 == _WILD or l1 == vlabel[b])
+                    and (rl == _WILD or rl == el) and seg_len[a] >= pl[p, F_DEGREE, 0]
+                    and seg_len[b] >= pl[p, F_DEGREE, 1]
+                    and not (pl[p, F_GT, 1] & 1 and b <= a)
+                    and not (pl[p, F_LT, 1] & 1 and b >= a)):
+                owner[m] = i
+                plan[m] = p
+                m += 1
+    return owner[:m], plan[:m]
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _buffers(maxlen):  # type: ignore[no-untyped-def]
     return (np.empty((M, maxlen + 1), np.int64), np.zeros(M, np.int32), np.zeros(M, np.int64),

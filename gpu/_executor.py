@@ -16,9 +16,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ._cpu_kernels import live_pairs
 from ._graph import HostGraph, OpTable
-from ._planner import F_DEGREE, F_GT, F_LABEL, F_LT, F_MISC, PlanSet
-from ._types import WILDCARD
+from ._planner import PlanSet
 from .exceptions import BackendError
 
 __all__ = ["EXECUTORS", "CachePolicy", "Done", "Executor", "ExecutorOptions", "IoStats",
@@ -58,21 +58,14 @@ def live_units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``plan_units`` less the pairs whose root fails the kernels' own first checks
     (labels of both ends, the root edge label, the degree bound, the level-1 symmetry
-    condition), vectorised: on labelled queries most pairs go here, not through a kernel.
+    condition), in one compiled pass: on labelled queries most pairs end here, not in a
+    kernel.
 
     Exact: the host's current version lengths bound every degree a batch in flight can
     see, and internal ids never change label (a relabel makes a new id)."""
-    owner, plan = plan_units(tasks, only)
-    t = plans.table
-    a, b = tasks.a[owner], tasks.b[owner]
-    vl, sl, w = graph.vlabel, graph.seg_len, WILDCARD
-    l0, l1, rl = t[plan, F_LABEL, 0], t[plan, F_LABEL, 1], t[plan, F_MISC, 1]
-    ok = (((l0 == w) | (l0 == vl[a])) & ((l1 == w) | (l1 == vl[b]))
-          & ((rl == w) | (rl == tasks.label[owner]))
-          & (sl[a] >= t[plan, F_DEGREE, 0]) & (sl[b] >= t[plan, F_DEGREE, 1])
-          & ~((t[plan, F_GT, 1] & 1).astype(bool) & (b <= a))
-          & ~((t[plan, F_LT, 1] & 1).astype(bool) & (b >= a)))
-    return owner[ok], plan[ok]
+    return live_pairs(tasks.a, tasks.b, tasks.label, tasks.plan_lo, tasks.plan_hi,
+                      np.zeros(0, np.bool_) if only is None else only, plans.table,
+                      graph.vlabel, graph.seg_len)
 
 
 def task_sums(n: int, owner: npt.NDArray[np.int64],
