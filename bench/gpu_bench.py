@@ -179,7 +179,8 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
     cfg, ds = _big_dataset(edges, max_query)
     qs = [q for _, q in ds.queries]
     rng = np.random.default_rng(1)
-    rows = [f"Same generated graph, queries of 3-{max_query} vertices; up to {count:,} "
+    sizes = "3" if max_query == 3 else f"3-{max_query}"
+    rows = [f"Same generated graph, queries of {sizes} vertices; up to {count:,} "
             "updates (about 2 s of arrivals) per rate with exponential "
             f"inter-arrival times; b={b}, t={wait * 1e3:g} ms; response time = arrival to "
             "delta ready in the engine.", "",
