@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _cpu_kernels as K
-from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_sums
+from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_starts, task_sums
 from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 
@@ -47,12 +47,13 @@ class CpuExecutor:
         # over threads; the costliest tasks (degree product) are dealt first
         owner, plan64 = live_units(graph, plans, tasks)
         plan = plan64.astype(np.int32)
-        order = _by_task_cost(graph, tasks, owner)
+        start = task_starts(owner)
+        order = _by_task_cost(graph, tasks, owner, start)
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                     tasks.tick[owner], plan, plan + 1, order,
                                     max(1, min(self.threads, len(owner))), maxlen, pl,
                                     plans.nb_level, plans.nb_label, *g)
-        counts = task_sums(n, owner, unit_counts)
+        counts = task_sums(n, owner, start, unit_counts)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
         np.cumsum(listed, out=row_off[1:])
@@ -66,13 +67,12 @@ class CpuExecutor:
         return MatchOutput(counts, listed, row_off, rows)
 
 
-def _by_task_cost(graph: HostGraph, tasks: MatchTasks,
-                  owner: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Units (``owner`` ascending) ordered by their task's degree product, largest first,
-    each task's units side by side: sorts tasks, not units."""
+def _by_task_cost(graph: HostGraph, tasks: MatchTasks, owner: npt.NDArray[np.int64],
+                  start: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Units ordered by their task's degree product, largest first, each task's units side
+    by side (``start``: each task's first unit): sorts tasks, not units."""
     if not len(owner):
         return np.zeros(0, np.int64)
-    start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
     cnt = np.diff(np.r_[start, len(owner)])
     t = owner[start]
     by = np.argsort(-(graph.seg_len[tasks.a[t]].astype(np.int64) * graph.seg_len[tasks.b[t]]),

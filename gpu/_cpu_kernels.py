@@ -189,6 +189,27 @@ def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: 
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def _root_fits(a, b, el, p, pl, vlabel, seg_len):  # type: ignore[no-untyped-def]
+    """The cheap checks of root (a, b) for plan p: end labels, root edge label, degree
+    bounds, level-1 symmetry condition (no neighbour array is read)."""
+    l0, l1, rl = pl[p, F_LABEL, 0], pl[p, F_LABEL, 1], pl[p, F_MISC, 1]
+    return ((l0 == _WILD or l0 == vlabel[a]) and (l1 == _WILD or l1 == vlabel[b])
+            and (rl == _WILD or rl == el) and seg_len[a] >= pl[p, F_DEGREE, 0]
+            and seg_len[b] >= pl[p, F_DEGREE, 1]
+            and not (pl[p, F_GT, 1] & 1 and b <= a)
+            and not (pl[p, F_LT, 1] & 1 and b >= a))
+
+
+@nb.njit(cache=True, nogil=True)
+def root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key):  # type: ignore[no-untyped-def]
+    """Every check of root (a, b) for plan p before any level is extended: the cheap
+    ones and both ends' neighbour-label filters (shared by the kernel and the estimator)."""
+    return (_root_fits(a, b, el, p, pl, vlabel, seg_len)
+            and _label_filter(a, 0, p, pl, nb_level, nb_label, seg_off, seg_len, key)
+            and _label_filter(b, 1, p, pl, nb_level, nb_label, seg_off, seg_len, key))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def _valid(x, L, upto, p, f, pl):  # type: ignore[no-untyped-def]
     """x differs from f[0:upto] and meets level L's symmetry masks (they name levels < upto)."""
     for j in range(upto):
@@ -240,13 +261,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     on moved since.
     """
     n = pl[p, F_MISC, 0]
-    if not ((pl[p, F_LABEL, 0] == _WILD or pl[p, F_LABEL, 0] == vlabel[a])
-            and (pl[p, F_LABEL, 1] == _WILD or pl[p, F_LABEL, 1] == vlabel[b])
-            and (pl[p, F_MISC, 1] == _WILD or pl[p, F_MISC, 1] == el)
-            and _label_filter(a, 0, p, pl, nb_level, nb_label, seg_off, seg_len, key)
-            and _label_filter(b, 1, p, pl, nb_level, nb_label, seg_off, seg_len, key)):
-        return 0
-    if (pl[p, F_GT, 1] & 1 and b <= a) or (pl[p, F_LT, 1] & 1 and b >= a):
+    if not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key):
         return 0
     f[0] = a
     f[1] = b
@@ -341,9 +356,9 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
 
 @nb.njit(cache=True, nogil=True)
 def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type: ignore[no-untyped-def]
-    """(task, plan) pairs whose root passes ``run_plan``'s first checks (labels, root edge
-    label, degree bound, level-1 symmetry condition), tasks in order; ``only`` (empty:
-    every task) selects tasks."""
+    """(task, plan) pairs whose root passes the cheap root checks (``_root_fits``; the
+    label filters, which read arrays, stay in the kernels), tasks in order; ``only``
+    (empty: every task) selects tasks."""
     total = 0
     for i in range(len(t_a)):
         total += t_phi[i] - t_plo[i]
@@ -353,14 +368,8 @@ def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type
     for i in range(len(t_a)):
         if len(only) and not only[i]:
             continue
-        a, b, el = t_a[i], t_b[i], t_el[i]
         for p in range(t_plo[i], t_phi[i]):
-            l0, l1, rl = pl[p, F_LABEL, 0], pl[p, F_LABEL, 1], pl[p, F_MISC, 1]
-            if ((l0 == _WILD or l0 == vlabel[a]) and (l1 == _WILD or l1 == vlabel[b])
-                    and (rl == _WILD or rl == el) and seg_len[a] >= pl[p, F_DEGREE, 0]
-                    and seg_len[b] >= pl[p, F_DEGREE, 1]
-                    and not (pl[p, F_GT, 1] & 1 and b <= a)
-                    and not (pl[p, F_LT, 1] & 1 and b >= a)):
+            if _root_fits(t_a[i], t_b[i], t_el[i], p, pl, vlabel, seg_len):
                 owner[m] = i
                 plan[m] = p
                 m += 1

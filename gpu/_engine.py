@@ -95,7 +95,7 @@ class Engine:
         self._queries[qid] = reg
         self._plans[qid] = plans
         self._planset = None
-        self._plan_set()   # packed now, not on the first batch's path
+        self._plan_set()
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
 
@@ -112,8 +112,10 @@ class Engine:
         del self._queries[query_id]
         del self._plans[query_id]
         self._planset = None
+        self._plan_set()
 
     def _plan_set(self) -> PlanSet:
+        """Packed at every (un)registration, so no batch pays for it."""
         if self._planset is None:
             self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
         return self._planset

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._cpu_kernels import _buffers, _label_filter, _label_range, _prepare, _valid
+from ._cpu_kernels import _buffers, _label_filter, _label_range, _prepare, _valid, root_ok
 from ._device_graph import ENTRY_BYTES
-from ._planner import F_DEP, F_GT, F_LABEL, F_LT, F_MISC, F_NBCNT, F_NBOFF
+from ._planner import F_DEP, F_LABEL, F_MISC, F_NBCNT, F_NBOFF
 from ._types import MAX_QUERY_VERTICES, WILDCARD
 
 M = MAX_QUERY_VERTICES
@@ -70,24 +70,13 @@ def _record(j, B, w, p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_
 
 
 @nb.njit(cache=True, nogil=True)
-def _root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key):  # type: ignore[no-untyped-def]
-    """The kernel's checks before it reads anything for root (a, b) of plan p."""
-    return ((pl[p, F_LABEL, 0] == _WILD or pl[p, F_LABEL, 0] == vlabel[a])
-            and (pl[p, F_LABEL, 1] == _WILD or pl[p, F_LABEL, 1] == vlabel[b])
-            and (pl[p, F_MISC, 1] == _WILD or pl[p, F_MISC, 1] == el)
-            and _label_filter(a, 0, p, pl, nb_level, nb_label, seg_off, seg_len, key)
-            and _label_filter(b, 1, p, pl, nb_level, nb_label, seg_off, seg_len, key)
-            and not ((pl[p, F_GT, 1] & 1 and b <= a) or (pl[p, F_LT, 1] & 1 and b >= a)))
-
-
-@nb.njit(cache=True, nogil=True)
 def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, seed, pl,
                nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
                ncand, kids, nkids, kpos, kcnt, draws, walks, wts, ev_v, ev_w, base, dense, t):  # type: ignore[no-untyped-def]
     raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = bufs
     ev_n = np.zeros(1, np.int64)
     n = pl[p, F_MISC, 0]
-    if n <= 2 or not _root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
+    if n <= 2 or not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
                               key):
         return 0
     state = np.empty(1, np.uint64)

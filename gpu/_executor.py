@@ -23,7 +23,7 @@ from .exceptions import BackendError
 
 __all__ = ["EXECUTORS", "CachePolicy", "Done", "Executor", "ExecutorOptions", "IoStats",
            "MatchOutput", "MatchTasks", "Ticket", "create_executor", "live_units", "plan_units",
-           "task_sums"]
+           "task_starts", "task_sums"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +63,23 @@ def live_units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
 
     Exact: the host's current version lengths bound every degree a batch in flight can
     see, and internal ids never change label (a relabel makes a new id)."""
-    return live_pairs(tasks.a, tasks.b, tasks.label, tasks.plan_lo, tasks.plan_hi,
-                      np.zeros(0, np.bool_) if only is None else only, plans.table,
-                      graph.vlabel, graph.seg_len)
+    owner, plan = live_pairs(tasks.a, tasks.b, tasks.label, tasks.plan_lo, tasks.plan_hi,
+                             np.zeros(0, np.bool_) if only is None else only, plans.table,
+                             graph.vlabel, graph.seg_len)
+    return owner, plan
 
 
-def task_sums(n: int, owner: npt.NDArray[np.int64],
+def task_starts(owner: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Index of each task's first unit (``owner`` ascending, as units come)."""
+    return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(owner) else \
+        np.zeros(0, np.int64)
+
+
+def task_sums(n: int, owner: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
               values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Exact int64 sum per task of unit values (``owner`` ascending, as units come)."""
+    """Exact int64 sum per task of unit values (``start`` from ``task_starts(owner)``)."""
     out = np.zeros(n, np.int64)
-    if len(owner):
-        start = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    if len(start):
         out[owner[start]] = np.add.reduceat(values, start)
     return out
 
