@@ -160,7 +160,7 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
         deadline = arrivals[i] + wait
         j = int(np.searchsorted(arrivals, now, side="right"))
         while j - i < b and now < deadline and j < n:
-            if flight and flight[0][0].ticket is not None and flight[0][0].ticket.finished:
+            if flight and flight[0][0].ready:
                 finish_oldest()
             now = time.perf_counter() - t0
             j = int(np.searchsorted(arrivals, now, side="right"))

@@ -273,6 +273,11 @@ class PendingBatch:
         """Its matching may still read graph versions (holds the watermark back)."""
         return self.ticket is not None and not self.ticket.finished
 
+    @property
+    def ready(self) -> bool:
+        """``result()`` would not wait for the device (its count kernel is done)."""
+        return self.ticket is None or self.ticket.ready
+
     def result(self) -> BatchResult:
         if self._result is None:
             self._result = self._engine._finish(self)
@@ -300,3 +305,6 @@ def warm_up(backend: str = "cpu") -> None:
                                                    UpdateOp.INSERT_VERTEX,
                                                    UpdateOp.DELETE_VERTEX],
                                     [1, 1, 9, 2], [3, 3, -1, -1], [0, 0, 1, 0]))
+        eng.drain()
+        eng.graph.compact()   # garbage collection: its first run would stall a live stream
+        eng.apply(UpdateBatch.build([4], [UpdateOp.INSERT_EDGE], [1], [3], [0]))

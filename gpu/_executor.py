@@ -115,6 +115,11 @@ class Ticket(Protocol):
     @property
     def finished(self) -> bool: ...
 
+    @property
+    def ready(self) -> bool:
+        """``wait`` would not block on the device."""
+        ...
+
     def wait(self) -> MatchOutput: ...
 
 
@@ -124,6 +129,7 @@ class Done:
 
     out: MatchOutput
     finished: bool = True
+    ready: bool = True
 
     def wait(self) -> MatchOutput:
         return self.out

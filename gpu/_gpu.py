@@ -64,6 +64,14 @@ class GpuConfig:
     max_slices: int = 4096
     #: batches matched at once (each on its own stream with its share of stack_bytes)
     depth: int = 4
+    #: a work unit running longer than this (microseconds) gives the rest of its
+    #: shallowest unfinished level away as sub-tasks (T-DFS timeout splitting; 0: never)
+    split_us: float = 10.0
+    #: sub-task records per batch in flight (64 bytes each); a full queue stops splitting
+    queue_records: int = 1 << 15
+    #: warps per SM a launch gets at least, however few its units: idle warps take the
+    #: sub-tasks that a heavy unit splits off
+    min_warps_per_sm: int = 2
     #: device bytes for neighbour arrays (0: no limit). A pool larger than this stays in
     #: host memory and batches read it through caches of budget / cache_slots bytes
     graph_budget_bytes: int = 0
@@ -80,11 +88,13 @@ class GpuConfig:
 class _Slot:
     """One batch in flight: its stream, its share of the candidate rows, its counter."""
 
-    def __init__(self, cp: Any, stack: Any) -> None:
+    def __init__(self, cp: Any, stack: Any, queue_records: int) -> None:
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.stack = stack
         with self.stream:
-            self.counter = cp.zeros(1, cp.uint32)
+            self.counter = cp.zeros(8, cp.uint32)   # next unit, queue head/tail, pushed, done
+            self.queue = cp.zeros(queue_records * 16, cp.int32)
+        self.epoch = 0      # records of earlier launches never carry the current epoch
         self.ticket: _GpuTicket | None = None
 
 
@@ -117,6 +127,10 @@ class _GpuTicket:
     def finished(self) -> bool:
         return self.out is not None
 
+    @property
+    def ready(self) -> bool:
+        return self.out is not None or bool(self.event.done)
+
     def wait(self) -> MatchOutput:
         if self.out is None:
             self.out = self.ex._finish(self)
@@ -142,7 +156,9 @@ class GpuExecutor:
         self._match = kernel("match", "match_units")
         self.sm_count = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
-        self._slots = _slot_pool(nbytes, c.depth)
+        self._slots = _slot_pool(nbytes, c.depth, c.queue_records)
+        khz = int(cp.cuda.Device().attributes["ClockRate"])
+        self._split_cycles = int(c.split_us * khz / 1000)
         self._next_slot = 0
         self._installed: Any = None
         self._plans_key: PlanSet | None = None
@@ -233,7 +249,11 @@ class GpuExecutor:
         npairs = units.shape[1] - 1
         nu = int(units[2, -1])   # slices
         per_warp = (levels + 1) * stride
-        warps = min(self.sm_count * self.config.warps_per_sm, len(slot.stack) // per_warp, nu)
+        c = self.config
+        split = self._split_cycles if reads is None else 0   # exact debug access counts
+        least = self.sm_count * c.min_warps_per_sm if split else 1
+        warps = min(self.sm_count * c.warps_per_sm, len(slot.stack) // per_warp,
+                    max(nu, least))
         if warps < 1:
             raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
                                f"stack_bytes/depth of device memory per warp")
@@ -242,6 +262,7 @@ class GpuExecutor:
         du = cp.asarray(ints)
         dk = cp.asarray(tasks.tick)
         slot.counter.fill(0)
+        slot.epoch += 1
         blocks = (warps + _WARPS_PER_BLOCK - 1) // _WARPS_PER_BLOCK
         table, nb_level, nb_label = plans_dev
         g = self.graph
@@ -255,8 +276,9 @@ class GpuExecutor:
              du[4 * w + 2 * n:4 * w + 3 * n], dk, table, nb_level, nb_label,
              *g.arrays(), np.int32(g.host), *cache,
              slot.stack, np.int64(stride), np.int64(levels), np.int64(warps),
-             slot.counter, counts[:n], opt(rows), opt(row_off), opt(want), opt(slots),
-             counts[n:], opt(reads)))
+             slot.queue, np.int32(len(slot.queue) // 16), np.int32(slot.epoch),
+             np.int64(split), slot.counter, counts[:n], opt(rows), opt(row_off), opt(want),
+             opt(slots), counts[n:], opt(reads)))
         return du, dk
 
     # -- out-of-core ------------------------------------------------------------------
@@ -426,14 +448,14 @@ def _level2_sources(plans: PlanSet) -> npt.NDArray[np.int64]:
 
 
 @functools.cache
-def _slot_pool(nbytes: int, depth: int) -> list[_Slot]:
+def _slot_pool(nbytes: int, depth: int, queue_records: int) -> list[_Slot]:
     """The streams and candidate rows of batches in flight, one pool per process: every
     executor takes turns on the same slots, and a slot's next user first waits for its
     ticket, so no two kernels ever share rows."""
     cp = cupy_or_raise()
     stack = cp.empty(nbytes // 8, np.int64)
     part = len(stack) // depth
-    return [_Slot(cp, stack[i * part:(i + 1) * part]) for i in range(depth)]
+    return [_Slot(cp, stack[i * part:(i + 1) * part], queue_records) for i in range(depth)]
 
 
 def _factory(options: ExecutorOptions) -> GpuExecutor:

@@ -4,8 +4,12 @@
 // counts, and warps expand them. A task is one updated directed edge a -> b at tick k;
 // its plan binds f(level 0) = a, f(level 1) = b and extends level by level (GCSM Fig. 15).
 // Level 2's candidate set is split into `nchunk` slices so that one heavy update spreads
-// over many warps (T-DFS task splitting); idle warps take the next unit from a global
-// counter (DCSM dynamic scheduling). Every neighbour entry is read as of the task's tick:
+// over many warps, and idle warps take the next unit from a global counter (DCSM dynamic
+// scheduling). A unit still running after `split_cycles` gives away the rest of its
+// shallowest unfinished level as sub-tasks in a lock-free queue (T-DFS timeout splitting):
+// a sub-task is (task, plan, level, candidate index range, the prefix f[2..level-1]), and
+// the warp that takes it recomputes the candidate rows of that prefix (they depend only on
+// the prefix and the task's tick) and searches its range; sub-tasks split again. Every neighbour entry is read as of the task's tick:
 // it counts iff ct < k <= dt (DCSM Property 2), so tasks of different graph versions run
 // side by side.
 //
@@ -370,15 +374,102 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
     return slot < want ? slot : -1;
 }
 
+// The sub-task queue of one launch. Records are 16 ints: ready flag (= this launch's
+// epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters:
+// next unit, queue head, queue tail (reservations), records pushed, items done; every item
+// (unit or record) is done once, so all work is finished when done == n_units + pushed.
+struct Queue {
+    int* rec;
+    int cap;
+    int epoch;
+    long long split_cycles;   // 0: never split
+    unsigned int* ctr;
+};
+#define Q_REC 16
+#define Q_NEXT 0
+#define Q_HEAD 1
+#define Q_TAIL 2
+#define Q_PUSHED 3
+#define Q_DONE 4
+#define Q_PIECES 16
+
+__device__ __forceinline__ int ld_volatile(const int* p) { return *(const volatile int*)p; }
+__device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
+    return *(const volatile unsigned*)p;
+}
+
+// Give away the unsearched rest of the shallowest level in [base, L] that has one, cut into
+// up to Q_PIECES records; the warp then finishes only the subtree it is in. Returns whether
+// it split (false when nothing is left or the queue is full: the warp just goes on).
+__device__ bool split(int base, int L, int t, int p, WarpState& s, const Queue& q, int lane) {
+    int lx = base;
+    while (lx <= L && s.pos[lx] >= s.ihi[lx]) ++lx;
+    if (lx > L) return false;
+    int lo = s.pos[lx], r = s.ihi[lx] - lo;
+    int want = min(r, Q_PIECES);
+    int got = 0, first = 0;
+    if (lane == 0) {
+        first = (int)atomicAdd(q.ctr + Q_TAIL, (unsigned)want);
+        got = max(0, min(want, q.cap - first));
+        if (got > 0) atomicAdd(q.ctr + Q_PUSHED, (unsigned)got);   // before anyone can finish one
+        __threadfence();
+    }
+    got = __shfl_sync(FULL, got, 0);
+    first = __shfl_sync(FULL, first, 0);
+    if (got == 0) return false;
+    if (lane < got) {
+        int* rec = q.rec + (long long)(first + lane) * Q_REC;
+        rec[1] = t; rec[2] = p; rec[3] = lx;
+        rec[4] = lo + (int)((long long)r * lane / got);
+        rec[5] = lo + (int)((long long)r * (lane + 1) / got);
+        for (int j = 2; j < M; ++j) rec[4 + j] = j < lx ? s.f[j] : 0;
+        __threadfence();
+        *(volatile int*)rec = q.epoch;
+    }
+    __syncwarp();
+    s.ihi[lx] = lo;
+    __syncwarp();
+    return true;
+}
+
+__device__ long long search(int t, int base, int clock, int n, int p, long long k, int nchunk,
+                            WarpState& s, const Plans& P, const Graph& g, long long* raw,
+                            long long stride, long long* scratch, int lane, int* rows,
+                            long long row0, long long want, unsigned long long* slots, Io& io,
+                            unsigned int* acc, const Queue& q, long long t0);
+
 // Matches of unit (task, plan, chunk). Count mode when `rows` is null; otherwise writes up
 // to want[task] tuples (internal ids by query vertex) at row_off[task] + slot.
-__device__ long long run_unit(int a, int b, int el, long long k, int p, int chunk, int nchunk,
+// A sub-task (`sub`; the caller has set f[2..base-1]) starts at level `base` and searches
+// its candidates [blo, bhi) only; its root checks passed when it was cut off.
+__device__ long long run_unit(int t, int a, int b, int el, long long k, int p, int chunk,
+                              int nchunk, bool sub, int base, int blo, int bhi,
                               WarpState& s, const Plans& P, const Graph& g, long long* raw,
                               long long stride, long long* scratch, int lane, int* rows,
                               long long row0, long long want, unsigned long long* slots, Io& io,
-                              unsigned int* acc) {
+                              unsigned int* acc, const Queue& q) {
     int n = P.at(p, F_MISC, 0);
     bool listing = rows != nullptr;
+    long long t0 = clock64();
+    if (sub) {
+        int clock = 1;
+        __syncwarp();
+        s.f[0] = a; s.f[1] = b;
+        for (int j = 0; j < base; ++j) s.st_set[j] = 1;
+        for (int L = base + 1; L < n; ++L) { s.st_prep[L] = 0; s.mbase[L] = -1; }
+        __syncwarp();
+        for (int L = 2; L <= base; ++L) {
+            ++clock;
+            __syncwarp();
+            s.st_prep[L] = clock;
+            prepare(L, p, k, s, P, g, raw, stride, scratch, lane, io, acc);
+        }
+        __syncwarp();
+        s.pos[base] = blo; s.ihi[base] = bhi; s.mbase[base] = -1;
+        __syncwarp();
+        return search(t, base, clock, n, p, k, 1, s, P, g, raw, stride, scratch, lane, rows,
+                      row0, want, slots, io, acc, q, t0);
+    }
     int la = P.at(p, F_LABEL, 0), lb = P.at(p, F_LABEL, 1), rl = P.at(p, F_MISC, 1);
     if (!((la == WILD || la == g.vlabel[a]) && (lb == WILD || lb == g.vlabel[b]) &&
           (rl == WILD || rl == el) && label_filter(a, 0, p, P, g, io) && label_filter(b, 1, p, P, g, io)))
@@ -398,15 +489,25 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
         }
         return 1;
     }
-    int clock = 1;
     __syncwarp();
     s.st_set[0] = 1; s.st_set[1] = 1;
     for (int L = 2; L < n; ++L) { s.st_prep[L] = 0; s.mbase[L] = -1; }
+    return search(t, 2, 1, n, p, k, nchunk, s, P, g, raw, stride, scratch, lane, rows, row0,
+                  want, slots, io, acc, q, t0);
+}
+
+// The backtracking loop from level `base` (2 for a unit, deeper for a sub-task).
+__device__ long long search(int t, int base, int clock, int n, int p, long long k, int nchunk,
+                            WarpState& s, const Plans& P, const Graph& g, long long* raw,
+                            long long stride, long long* scratch, int lane, int* rows,
+                            long long row0, long long want, unsigned long long* slots, Io& io,
+                            unsigned int* acc, const Queue& q, long long t0) {
+    bool listing = rows != nullptr;
     long long total = 0;   // per-lane partial sums, reduced at the end
     int last = n - 1;
     bool pair_tail = !listing && last >= 3 && P.at(p, F_DEP, last) < last - 1;
-    int L = 2;
-    while (L >= 2) {
+    int L = base;
+    while (L >= base) {
         if (s.st_prep[L] <= s.st_set[P.at(p, F_DEP, L)]) {
             ++clock;
             __syncwarp();
@@ -416,8 +517,8 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
                 int lo = s.ilo[2], span = s.ihi[2] - lo;
                 int per = (span + nchunk - 1) / nchunk;
                 __syncwarp();
-                s.ilo[2] = lo + min(span, chunk * per);
-                s.ihi[2] = lo + min(span, (chunk + 1) * per);
+                s.ilo[2] = lo + min(span, s.chunk * per);
+                s.ihi[2] = lo + min(span, (s.chunk + 1) * per);
             }
             __syncwarp();
             s.pos[L] = s.ilo[L];
@@ -426,8 +527,8 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
         const long long* buf = raw + (long long)s.rrow[L] * stride;
         if (L == last) {
             if (listing) {
-                for (int base = s.ilo[L]; base < s.ihi[L]; base += 32) {
-                    int i = base + lane;
+                for (int i0 = s.ilo[L]; i0 < s.ihi[L]; i0 += 32) {
+                    int i = i0 + lane;
                     int x = 0;
                     bool ok = false;
                     if (i < s.ihi[L]) { x = (int)(buf[i] & LOW32); ok = valid(x, L, L, p, s, P); }
@@ -506,6 +607,13 @@ __device__ long long run_unit(int a, int b, int el, long long k, int p, int chun
         }
         __syncwarp();
         if (!moved) { --L; continue; }
+        if (q.split_cycles > 0) {
+            int due = 0;
+            if (lane == 0)
+                due = clock64() - t0 > q.split_cycles &&
+                      (int)ld_volatile(q.ctr + Q_TAIL) < q.cap;
+            if (__shfl_sync(FULL, due, 0) && split(base, L, t, p, s, q, lane)) t0 = clock64();
+        }
         ++L;
         __syncwarp();
         s.mbase[L] = -1;
@@ -530,7 +638,9 @@ extern "C" __global__ void match_units(
     long long c_e,
     // per-warp candidate rows (levels + 1 each: the last is scratch) and the scheduler
     long long* stack, long long stride, long long levels, long long n_warps,
-    unsigned int* next_unit,
+    // the sub-task queue: records, capacity, this launch's epoch, timeout (0: no splitting),
+    // counters (next unit, head, tail, pushed, done; zero at launch)
+    int* q_rec, int q_cap, int q_epoch, long long split_cycles, unsigned int* q_ctr,
     // outputs: counts per task; listing (rows may be null for count mode)
     unsigned long long* t_count, int* rows, const long long* t_row_off, const long long* t_want,
     unsigned long long* t_slots,
@@ -550,33 +660,65 @@ extern "C" __global__ void match_units(
     Graph g{key, elab, ct, dt, seg, vlabel, host, (const int*)cache, c_ptr, c_key,
             (const int*)(c_key + 3 * c_e), c_key + c_e, c_key + 2 * c_e, c_n};
     Plans P{pl, nb_level, nb_label};
+    Queue q{q_rec, q_cap, q_epoch, split_cycles, q_ctr};
     Io io{0, 0, 0};
+    bool units = true;
     while (true) {
-        unsigned int u = 0;
-        if (lane == 0) u = atomicAdd(next_unit, 1u);
-        u = __shfl_sync(FULL, u, 0);
-        if (u >= (unsigned int)n_units) break;
-        int lo = 0, hi = n_pairs - 1;   // last pair j with u_first[j] <= u
-        while (lo < hi) {
-            int mid = (lo + hi + 1) >> 1;
-            if ((unsigned int)u_first[mid] <= u) lo = mid; else hi = mid - 1;
+        int j = 0, chunk = 0, t = 0, plan = 0, base = 2, blo = 0, bhi = 0;
+        bool sub = !units;
+        if (units) {
+            unsigned int u = 0;
+            if (lane == 0) u = atomicAdd(q_ctr + Q_NEXT, 1u);
+            u = __shfl_sync(FULL, u, 0);
+            if (u >= (unsigned int)n_units) { units = false; continue; }
+            int lo = 0, hi = n_pairs - 1;   // last pair j with u_first[j] <= u
+            while (lo < hi) {
+                int mid = (lo + hi + 1) >> 1;
+                if ((unsigned int)u_first[mid] <= u) lo = mid; else hi = mid - 1;
+            }
+            j = lo; chunk = (int)u - u_first[lo]; t = u_task[j]; plan = u_plan[j];
+        } else {   // units all taken: sub-tasks, until every item is done
+            int h = -1;
+            if (lane == 0) {
+                h = (int)atomicAdd(q_ctr + Q_HEAD, 1u);
+                const int* rec = q_rec + (long long)h * Q_REC;
+                while (h < q_cap && ld_volatile(rec) != q_epoch) {
+                    unsigned done = ld_volatile(q_ctr + Q_DONE);
+                    __threadfence();
+                    if (done == (unsigned)n_units + ld_volatile(q_ctr + Q_PUSHED)) { h = q_cap; break; }
+                    __nanosleep(100);
+                }
+                __threadfence();
+            }
+            h = __shfl_sync(FULL, h, 0);
+            if (h >= q_cap) break;
+            const int* rec = q_rec + (long long)h * Q_REC;
+            int v = lane < Q_REC ? ld_volatile(rec + lane) : 0;
+            t = __shfl_sync(FULL, v, 1); plan = __shfl_sync(FULL, v, 2);
+            base = __shfl_sync(FULL, v, 3); blo = __shfl_sync(FULL, v, 4);
+            bhi = __shfl_sync(FULL, v, 5);
+            __syncwarp();
+            if (lane >= 6 && lane < Q_REC && lane - 4 < base) s.f[lane - 4] = v;   // f[2..]
         }
-        int j = lo, chunk = (int)u - u_first[lo];
-        int t = u_task[j];
         long long want = 0, row0 = 0;
+        bool skip = false;
         if (rows != nullptr) {
             want = t_want[t];
             row0 = t_row_off[t];
-            if (want <= 0) continue;
+            skip = want <= 0;
+        }
+        if (!skip) {
+            __syncwarp();
+            s.chunk = sub ? 1 : chunk;
+            __syncwarp();
+            long long c = run_unit(t, t_a[t], t_b[t], t_el[t], t_k[t], plan, chunk,
+                                   sub ? 1 : u_nchunk[j], sub, base, blo, bhi, s, P, g,
+                                   raw, stride, scratch, lane, rows, row0, want, t_slots + t,
+                                   io, acc, q);
+            if (lane == 0 && c && rows == nullptr) atomicAdd(t_count + t, (unsigned long long)c);
         }
         __syncwarp();
-        s.chunk = chunk;
-        __syncwarp();
-        long long c = run_unit(t_a[t], t_b[t], t_el[t], t_k[t], u_plan[j], chunk,
-                               u_nchunk[j], s, P, g, raw, stride, scratch, lane, rows, row0,
-                               want, t_slots + t, io, acc);
-        if (lane == 0 && c && rows == nullptr) atomicAdd(t_count + t, (unsigned long long)c);
-        __syncwarp();
+        if (lane == 0) { __threadfence(); atomicAdd(q_ctr + Q_DONE, 1u); }
     }
     if (io_total != nullptr) {
         long long b = warp_sum((long long)io.bytes), h = warp_sum((long long)io.hits),

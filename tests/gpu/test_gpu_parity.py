@@ -18,11 +18,16 @@ MODES = (CountMode.EMBEDDINGS, CountMode.SUBGRAPHS)
 
 
 def _run(backend: str, initial: GraphData, queries: list[tuple[Query, CountMode]],
-         stream: UpdateBatch, batch: int, *,
-         listed: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+         stream: UpdateBatch, batch: int, *, listed: int | None = None,
+         config: object = None) -> tuple[np.ndarray, list[np.ndarray]]:
     """Signed counts [ops x queries] and, for query index ``listed``, each batch's listed
-    matches as rows (op index, vertices...) in lexicographic order."""
-    eng = Engine(backend)
+    matches as rows (op index, vertices...) in lexicographic order. ``config``: a
+    GpuConfig for the GPU executor."""
+    if config is not None:
+        from gpu._gpu import GpuExecutor
+        eng = Engine(executor=GpuExecutor(config))  # type: ignore[arg-type]
+    else:
+        eng = Engine(backend)
     g = initial
     eng.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
     regs = []
@@ -82,6 +87,41 @@ def test_one_huge_update_among_thousands_of_tiny_ones() -> None:
     gpu, _ = _run("gpu", initial, queries, stream, 4001)
     assert np.array_equal(cpu, gpu)
     assert int(gpu[2000, 1]) == 38 * 37 * 36 // 6
+
+
+#: split at the first chance (every candidate move after a few cycles), with a queue
+#: that has room and with one that fills at once (the warp then keeps the work)
+SPLIT_ALWAYS = [dict(split_us=0.001, queue_records=1 << 15), dict(split_us=0.001, queue_records=8)]
+
+
+@pytest.mark.parametrize("cfg", SPLIT_ALWAYS, ids=["queue", "full-queue"])
+def test_sub_task_splitting_changes_nothing(cfg: dict) -> None:  # type: ignore[type-arg]
+    """T-DFS splitting forced everywhere: counts and listed matches equal the CPU's."""
+    from gpu._gpu import GpuConfig
+
+    config = GpuConfig(stack_bytes=1 << 30, **cfg)
+    ds = generate(GenConfig(vertices=2000, edges=12000, labels=3, queries=4, min_query=4,
+                            max_query=7, insert_ratio=0.3, delete_ratio=0.1, seed=11))
+    queries = [(q, m) for _, q in ds.queries for m in MODES]
+    for batch in (1, 64, 4000):
+        cpu, cpu_rows = _run("cpu", ds.initial, queries, ds.stream.slice(0, 600), batch,
+                             listed=1)
+        gpu, gpu_rows = _run("gpu", ds.initial, queries, ds.stream.slice(0, 600), batch,
+                             listed=1, config=config)
+        assert np.array_equal(cpu, gpu), batch
+        for a, b in zip(cpu_rows, gpu_rows, strict=True):
+            assert np.array_equal(a, b)
+    dense = [e for e in _clique(30, 0) if e != (0, 1)]
+    src, dst = np.array([a for a, _ in dense]), np.array([b for _, b in dense])
+    initial = GraphData(np.zeros(0, np.int64), np.zeros(0, np.int32), src, dst,
+                        np.zeros(len(src), np.int32))
+    k5 = Query.build([(v, None) for v in range(5)],
+                     [(i, j, None) for i in range(5) for j in range(i + 1, 5)])
+    stream = UpdateBatch.build([0], [UpdateOp.INSERT_EDGE], [0], [1], [0])
+    for mode in MODES:
+        _, rows = _run("gpu", initial, [(k5, mode)], stream, 1, listed=0, config=config)
+        want = 28 * 27 * 26 // 6 * (120 if mode == CountMode.EMBEDDINGS else 1)
+        assert len(rows[0]) == want and len(np.unique(rows[0], axis=0)) == want, mode
 
 
 def test_hub_degree_beyond_any_fixed_stack() -> None:
