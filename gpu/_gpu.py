@@ -92,7 +92,8 @@ class _Slot:
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.stack = stack
         with self.stream:
-            self.counter = cp.zeros(8, cp.uint32)   # next unit, queue head/tail, pushed, done
+            # next unit, queue head / tail, pushed, done, finished: one 128-byte line each
+            self.counter = cp.zeros(6 * 32, cp.uint32)
             self.queue = cp.zeros(queue_records * 16, cp.int32)
         self.epoch = 0      # records of earlier launches never carry the current epoch
         self.ticket: _GpuTicket | None = None

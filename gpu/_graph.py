@@ -72,6 +72,9 @@ class HostGraph:
         #: allocates the entry pool's zeroed arrays (the GPU executor's out-of-core mode
         #: swaps in pinned host memory its kernels can read)
         self.pool_alloc: Callable[[int, np.dtype], npt.NDArray] = np.zeros  # type: ignore[type-arg]
+        #: the vertex order the pool was last packed in, and where that packing ended
+        self._order = np.zeros(0, np.int32)
+        self._packed_end = 0
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -126,16 +129,19 @@ class HostGraph:
         self.ids.reserve(extra)
 
     def _make_room(self) -> None:
-        """Pool full: reclaim garbage, and double the pool if that frees under half."""
+        """Pool full: reclaim garbage, and grow the pool to three times what is left if
+        that frees under two thirds (each collection stalls a stream: make them rare)."""
         self.compact()
-        if self.meta[K.POOL_USED] * 2 > len(self.key):
-            self._grow(self._POOL, 2 * len(self.key))
+        if self.meta[K.POOL_USED] * 3 > len(self.key):
+            self._grow(self._POOL, max(2 * len(self.key), 3 * int(self.meta[K.POOL_USED])))
 
     def compact(self) -> None:
         self._relayout()
         before = self.pool_used
-        K.compact(self.meta, self.num_vertices, self.seg_off, self.seg_len, self.seg_cap,
-                  self.key, self.elab, self.ct, self.dt)
+        self._order = K.compact(self.meta, self.num_vertices, self._order, self._packed_end,
+                                self.seg_off, self.seg_len, self.seg_cap, self.key, self.elab,
+                                self.ct, self.dt)
+        self._packed_end = self.pool_used
         self.reclaimed += before - self.pool_used
 
     # -- facts ----------------------------------------------------------------
@@ -215,7 +221,7 @@ class HostGraph:
         rank = np.empty(len(uniq), np.int64)
         rank[order] = np.arange(len(uniq))
         nv = len(ext)
-        self.reserve_vertices(nv + 1)
+        self.reserve_vertices(nv + max(1024, nv // 4))   # the first batches need no growth
         labels = np.zeros(nv, np.int32)
         if len(vertex_ids):
             labels[rank[np.searchsorted(uniq, vertex_ids)]] = vertex_labels
@@ -250,6 +256,7 @@ class HostGraph:
         self.seg_cap[:nv] = deg
         self.seg_off[:nv] = np.concatenate(([0], np.cumsum(deg, dtype=np.int64)[:-1]))
         self.meta[K.POOL_USED] = m
+        self._order, self._packed_end = np.arange(nv, dtype=np.int32), m
         self.meta[K.NEDGES] = len(lo)
         return LoadStats(vertices=nv, edges=len(lo), self_loops=int(loops.sum()),
                          duplicates=int((~loops).sum()) - len(lo))

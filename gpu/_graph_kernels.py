@@ -96,8 +96,9 @@ def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
 
 @nb.njit(cache=True, nogil=True)
 def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
-    if seg_batch[v] != meta[BATCH]:
-        return max(8, 2 * np.int64(seg_len[v]) + 2)
+    if seg_batch[v] != meta[BATCH]:   # 1/8 headroom: a hub's copy is its degree, not twice
+        n = np.int64(seg_len[v])
+        return n + max(np.int64(4), n >> np.int64(3))
     if seg_len[v] == seg_cap[v]:
         return 2 * np.int64(seg_cap[v]) + 2
     return 0
@@ -294,16 +295,48 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
 
 
 @nb.njit(cache=True, nogil=True)
-def compact(meta, nv, seg_off, seg_len, seg_cap, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """Drop entries no reader can see and pack the current versions to the pool's front.
+def compact(meta, nv, order, end, seg_off, seg_len, seg_cap, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """Drop entries no reader can see and pack the current versions to the pool's front;
+    returns the new packing order.
 
-    Only valid while no matching is in flight (old versions are overwritten).
+    Packing in place needs the versions in pool order. ``order`` is the previous packing
+    order and ``end`` where it ended: versions below ``end`` are still in that order, and
+    only the versions written since (at or past ``end``) need sorting, which keeps this
+    O(pool) rather than a sort of every vertex. Only valid while no matching is in flight
+    (old versions are overwritten).
     """
-    order = np.argsort(seg_off[:nv], kind="mergesort")
+    n_old = len(order)
+    n_new = 0
+    for v in range(nv):
+        if seg_off[v] >= end:
+            n_new += 1
+    moved = np.empty(n_new, np.int32)
+    offs = np.empty(n_new, np.int64)
+    j = 0
+    for v in range(nv):
+        if seg_off[v] >= end:
+            moved[j] = v
+            offs[j] = seg_off[v]
+            j += 1
+    moved = moved[np.argsort(offs, kind="mergesort")]
+    out = np.empty(nv, np.int32)
+    m = 0
+    for r in range(n_old):
+        v = order[r]
+        if v < nv and seg_off[v] < end:
+            out[m] = v
+            m += 1
+    for v in range(n_old, nv):   # created since, never written: nothing to copy
+        if seg_off[v] < end:
+            out[m] = v
+            m += 1
+    for r in range(n_new):
+        out[m] = moved[r]
+        m += 1
     w = meta[WATERMARK]
     p = 0
     for r in range(nv):
-        v = order[r]
+        v = out[r]
         off, n = seg_off[v], seg_len[v]
         start = p
         for i in range(off, off + n):
@@ -318,3 +351,4 @@ def compact(meta, nv, seg_off, seg_len, seg_cap, key, elab, ct, dt):  # type: ig
         seg_cap[v] = p - start
     meta[POOL_USED] = p
     meta[GARBAGE] = 0
+    return out

@@ -375,9 +375,11 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
 }
 
 // The sub-task queue of one launch. Records are 16 ints: ready flag (= this launch's
-// epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters:
-// next unit, queue head, queue tail (reservations), records pushed, items done; every item
-// (unit or record) is done once, so all work is finished when done == n_units + pushed.
+// epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters,
+// each on its own 128-byte line (idle warps poll one while others update the rest): next
+// unit, queue head, queue tail (reservations), records pushed, items done, finished. Every
+// item (unit or record) is done once; the warp whose item makes done == n_units + pushed
+// sets finished (pushes happen before their item is done, so nothing can follow).
 struct Queue {
     int* rec;
     int cap;
@@ -386,11 +388,13 @@ struct Queue {
     unsigned int* ctr;
 };
 #define Q_REC 16
-#define Q_NEXT 0
-#define Q_HEAD 1
-#define Q_TAIL 2
-#define Q_PUSHED 3
-#define Q_DONE 4
+#define Q_LINE 32
+#define Q_NEXT (0 * Q_LINE)
+#define Q_HEAD (1 * Q_LINE)
+#define Q_TAIL (2 * Q_LINE)
+#define Q_PUSHED (3 * Q_LINE)
+#define Q_DONE (4 * Q_LINE)
+#define Q_FINISHED (5 * Q_LINE)
 #define Q_PIECES 16
 
 __device__ __forceinline__ int ld_volatile(const int* p) { return *(const volatile int*)p; }
@@ -682,11 +686,11 @@ extern "C" __global__ void match_units(
             if (lane == 0) {
                 h = (int)atomicAdd(q_ctr + Q_HEAD, 1u);
                 const int* rec = q_rec + (long long)h * Q_REC;
+                unsigned nap = 128;
                 while (h < q_cap && ld_volatile(rec) != q_epoch) {
-                    unsigned done = ld_volatile(q_ctr + Q_DONE);
-                    __threadfence();
-                    if (done == (unsigned)n_units + ld_volatile(q_ctr + Q_PUSHED)) { h = q_cap; break; }
-                    __nanosleep(100);
+                    if (ld_volatile(q_ctr + Q_FINISHED)) { h = q_cap; break; }
+                    __nanosleep(nap);
+                    nap = min(nap * 2, 4096u);
                 }
                 __threadfence();
             }
@@ -718,7 +722,13 @@ extern "C" __global__ void match_units(
             if (lane == 0 && c && rows == nullptr) atomicAdd(t_count + t, (unsigned long long)c);
         }
         __syncwarp();
-        if (lane == 0) { __threadfence(); atomicAdd(q_ctr + Q_DONE, 1u); }
+        if (lane == 0) {
+            __threadfence();
+            unsigned done = atomicAdd(q_ctr + Q_DONE, 1u) + 1;
+            __threadfence();
+            if (done == (unsigned)n_units + ld_volatile(q_ctr + Q_PUSHED))
+                atomicExch(q_ctr + Q_FINISHED, 1u);
+        }
     }
     if (io_total != nullptr) {
         long long b = warp_sum((long long)io.bytes), h = warp_sum((long long)io.hits),
