@@ -5,8 +5,9 @@
 // its plan binds f(level 0) = a, f(level 1) = b and extends level by level (GCSM Fig. 15).
 // Level 2's candidate set is split into `nchunk` slices so that one heavy update spreads
 // over many warps, and idle warps take the next unit from a global counter (DCSM dynamic
-// scheduling). A unit still running after `split_cycles` gives away the rest of its
-// shallowest unfinished level as sub-tasks in a lock-free queue (T-DFS timeout splitting):
+// scheduling). A unit still running after `split_cycles` while some warp has run out of
+// work gives away the rest of its shallowest unfinished level as sub-tasks in a lock-free
+// queue (T-DFS timeout splitting, on demand so that busy GPUs pay nothing for it):
 // a sub-task is (task, plan, level, candidate index range, the prefix f[2..level-1]), and
 // the warp that takes it recomputes the candidate rows of that prefix (they depend only on
 // the prefix and the task's tick) and searches its range; sub-tasks split again. Every neighbour entry is read as of the task's tick:
@@ -403,14 +404,15 @@ __device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
 }
 
 // Give away the unsearched rest of the shallowest level in [base, L] that has one, cut into
-// up to Q_PIECES records; the warp then finishes only the subtree it is in. Returns whether
+// up to `pieces` records (one per waiting warp, at most Q_PIECES); the warp then finishes only the subtree it is in. Returns whether
 // it split (false when nothing is left or the queue is full: the warp just goes on).
-__device__ bool split(int base, int L, int t, int p, WarpState& s, const Queue& q, int lane) {
+__device__ bool split(int base, int L, int t, int p, int pieces, WarpState& s, const Queue& q,
+                      int lane) {
     int lx = base;
     while (lx <= L && s.pos[lx] >= s.ihi[lx]) ++lx;
     if (lx > L) return false;
     int lo = s.pos[lx], r = s.ihi[lx] - lo;
-    int want = min(r, Q_PIECES);
+    int want = min(r, pieces);
     int got = 0, first = 0;
     if (lane == 0) {
         first = (int)atomicAdd(q.ctr + Q_TAIL, (unsigned)want);
@@ -611,12 +613,15 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
         }
         __syncwarp();
         if (!moved) { --L; continue; }
-        if (q.split_cycles > 0) {
+        if (q.split_cycles > 0) {   // on demand only: some warp waits for a sub-task
             int due = 0;
-            if (lane == 0)
-                due = clock64() - t0 > q.split_cycles &&
-                      (int)ld_volatile(q.ctr + Q_TAIL) < q.cap;
-            if (__shfl_sync(FULL, due, 0) && split(base, L, t, p, s, q, lane)) t0 = clock64();
+            if (lane == 0 && clock64() - t0 > q.split_cycles) {
+                int tail = (int)ld_volatile(q.ctr + Q_TAIL);
+                int idle = (int)ld_volatile(q.ctr + Q_HEAD) - tail;
+                due = tail < q.cap && idle > 0 ? idle : 0;
+            }
+            due = __shfl_sync(FULL, due, 0);
+            if (due && split(base, L, t, p, min(due, Q_PIECES), s, q, lane)) t0 = clock64();
         }
         ++L;
         __syncwarp();
