@@ -69,8 +69,9 @@ class GpuConfig:
     split_us: float = 10.0
     #: sub-task records per batch in flight (64 bytes each); a full queue stops splitting
     queue_records: int = 1 << 15
-    #: warps per SM a launch gets at least, however few its units: idle warps take the
-    #: sub-tasks that a heavy unit splits off
+    #: warps per SM a launch gets at least, however few its units, and that stay to take
+    #: the sub-tasks heavy units split off once the units run out (the rest exit then, so
+    #: that other batches' kernels get the SMs)
     min_warps_per_sm: int = 2
     #: device bytes for neighbour arrays (0: no limit). A pool larger than this stays in
     #: host memory and batches read it through caches of budget / cache_slots bytes
@@ -92,8 +93,8 @@ class _Slot:
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.stack = stack
         with self.stream:
-            # next unit, queue head / tail, pushed, done, finished: one 128-byte line each
-            self.counter = cp.zeros(6 * 32, cp.uint32)
+            # next unit, queue head / tail, pushed, done, finished, consumers: a line each
+            self.counter = cp.zeros(7 * 32, cp.uint32)
             self.queue = cp.zeros(queue_records * 16, cp.int32)
         self.epoch = 0      # records of earlier launches never carry the current epoch
         self.ticket: _GpuTicket | None = None
@@ -253,8 +254,10 @@ class GpuExecutor:
         c = self.config
         split = self._split_cycles if reads is None else 0   # exact debug access counts
         least = self.sm_count * c.min_warps_per_sm if split else 1
-        warps = min(self.sm_count * c.warps_per_sm, len(slot.stack) // per_warp,
-                    max(nu, least))
+        most = self.sm_count * c.warps_per_sm
+        if any(s.ticket is not None and not s.ticket.ready for s in self._slots if s is not slot):
+            most //= 2   # other batches in flight: leave them room to start
+        warps = min(most, len(slot.stack) // per_warp, max(nu, least))
         if warps < 1:
             raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
                                f"stack_bytes/depth of device memory per warp")
@@ -278,8 +281,8 @@ class GpuExecutor:
              *g.arrays(), np.int32(g.host), *cache,
              slot.stack, np.int64(stride), np.int64(levels), np.int64(warps),
              slot.queue, np.int32(len(slot.queue) // 16), np.int32(slot.epoch),
-             np.int64(split), slot.counter, counts[:n], opt(rows), opt(row_off), opt(want),
-             opt(slots), counts[n:], opt(reads)))
+             np.int64(split), slot.counter, np.int32(least), counts[:n], opt(rows),
+             opt(row_off), opt(want), opt(slots), counts[n:], opt(reads)))
         return du, dk
 
     # -- out-of-core ------------------------------------------------------------------

@@ -130,10 +130,10 @@ class HostGraph:
 
     def _make_room(self) -> None:
         """Pool full: reclaim garbage, and grow the pool to three times what is left if
-        that frees under two thirds (each collection stalls a stream: make them rare)."""
+        that frees under half (each collection stalls a stream: make them rare)."""
         self.compact()
-        if self.meta[K.POOL_USED] * 3 > len(self.key):
-            self._grow(self._POOL, max(2 * len(self.key), 3 * int(self.meta[K.POOL_USED])))
+        if self.meta[K.POOL_USED] * 2 > len(self.key):
+            self._grow(self._POOL, 3 * int(self.meta[K.POOL_USED]))
 
     def compact(self) -> None:
         self._relayout()
@@ -182,7 +182,7 @@ class HostGraph:
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
-        i, n_out = 0, 0
+        i, n_out, stuck = 0, 0, -1
         while True:
             i, n_out, code = K.apply_batch(
                 i, n_out, batch.op, batch.src, batch.dst, batch.label,
@@ -193,7 +193,11 @@ class HostGraph:
             if code == K.DONE:
                 break
             if code == K.NEED_POOL:
-                self._make_room()
+                if i == stuck:   # collected already and still short (one huge version)
+                    self._grow(self._POOL, 2 * len(self.key))
+                else:
+                    self._make_room()
+                stuck = i
             else:
                 out.grow(n_out + int(self.vdeg.max()) + 16)
         self.ids.count = int(self.meta[K.IDCOUNT])
@@ -244,7 +248,7 @@ class HostGraph:
         perm = np.lexsort((key, owner))
         m = len(perm)
         if m > len(self.key):
-            self._alloc_pool(max(2 * m, 4096))
+            self._alloc_pool(max(3 * m, 4096))   # room for garbage: see _make_room
         self._relayout()
         self.key[:m] = key[perm]
         self.elab[:m] = np.concatenate([el, el])[perm]

@@ -378,7 +378,9 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
 // The sub-task queue of one launch. Records are 16 ints: ready flag (= this launch's
 // epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters,
 // each on its own 128-byte line (idle warps poll one while others update the rest): next
-// unit, queue head, queue tail (reservations), records pushed, items done, finished. Every
+// unit, queue head, queue tail (reservations), records pushed, items done, finished, and
+// warps that stayed on as consumers (at most max_consumers; the others exit as soon as the
+// units run out, so that the next batches' kernels get their SMs). Every
 // item (unit or record) is done once; the warp whose item makes done == n_units + pushed
 // sets finished (pushes happen before their item is done, so nothing can follow).
 struct Queue {
@@ -396,6 +398,7 @@ struct Queue {
 #define Q_PUSHED (3 * Q_LINE)
 #define Q_DONE (4 * Q_LINE)
 #define Q_FINISHED (5 * Q_LINE)
+#define Q_CONSUMERS (6 * Q_LINE)
 #define Q_PIECES 16
 
 __device__ __forceinline__ int ld_volatile(const int* p) { return *(const volatile int*)p; }
@@ -648,8 +651,9 @@ extern "C" __global__ void match_units(
     // per-warp candidate rows (levels + 1 each: the last is scratch) and the scheduler
     long long* stack, long long stride, long long levels, long long n_warps,
     // the sub-task queue: records, capacity, this launch's epoch, timeout (0: no splitting),
-    // counters (next unit, head, tail, pushed, done; zero at launch)
+    // counters (zero at launch), how many warps may wait for sub-tasks
     int* q_rec, int q_cap, int q_epoch, long long split_cycles, unsigned int* q_ctr,
+    int max_consumers,
     // outputs: counts per task; listing (rows may be null for count mode)
     unsigned long long* t_count, int* rows, const long long* t_row_off, const long long* t_want,
     unsigned long long* t_slots,
@@ -679,7 +683,13 @@ extern "C" __global__ void match_units(
             unsigned int u = 0;
             if (lane == 0) u = atomicAdd(q_ctr + Q_NEXT, 1u);
             u = __shfl_sync(FULL, u, 0);
-            if (u >= (unsigned int)n_units) { units = false; continue; }
+            if (u >= (unsigned int)n_units) {
+                int stay = 0;
+                if (lane == 0) stay = (int)atomicAdd(q_ctr + Q_CONSUMERS, 1u) < max_consumers;
+                if (!__shfl_sync(FULL, stay, 0)) break;
+                units = false;
+                continue;
+            }
             int lo = 0, hi = n_pairs - 1;   // last pair j with u_first[j] <= u
             while (lo < hi) {
                 int mid = (lo + hi + 1) >> 1;
