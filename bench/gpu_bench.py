@@ -67,10 +67,12 @@ def yeast(d: Path, repeat: int) -> list[str]:
             print(f"{name} {backend} ms per query 0-19: {' '.join(each)}", flush=True)
     graph = read_graph(d / "initial_graph.graph")
     stream = read_stream(d / "insertion_graph.graph")
-    if BACKEND == "gpu":   # work-unit granularity: level-2 candidates per unit
+    if BACKEND == "gpu":   # work-unit granularity: level-2 slices, sub-task timeout
         from gpu._gpu import GpuConfig, GpuExecutor
-        for size in (1, 4, 32):
-            ex = GpuExecutor(GpuConfig(slice_size=size, max_slices=4096))
+        dflt = GpuConfig().split_us
+        for size, split in ((1, dflt), (4, dflt), (32, dflt), (4, 0.0), (4, 10.0), (4, 40.0),
+                            (4, 160.0)):
+            ex = GpuExecutor(GpuConfig(slice_size=size, max_slices=4096, split_us=split))
             best = float("inf")
             for _ in range(repeat):
                 eng = Engine(executor=ex)
@@ -81,7 +83,8 @@ def yeast(d: Path, repeat: int) -> list[str]:
                 t = time.perf_counter()
                 eng.apply(stream)
                 best = min(best, time.perf_counter() - t)
-            rows.append(f"| insertion, 20 queries at once, one batch, slice_size={size} | gpu "
+            rows.append(f"| insertion, 20 queries at once, one batch, slice_size={size}, "
+                        f"split_us={split:g} | gpu "
                         f"| {len(stream):,} | | {best:.3f} | "
                         f"{RAPIDFLOW_INSERT_SECONDS / best:.1f}x |")
             print(rows[-1], flush=True)
