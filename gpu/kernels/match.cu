@@ -634,7 +634,9 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
     return warp_sum(total);
 }
 
-extern "C" __global__ void match_units(
+// 5 blocks of 4 warps per SM: 96 registers, no spills (unbounded, ptxas takes 109 and only
+// 4 blocks fit, which cost the Yeast batch about a fifth of its speed)
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_units(
     // (task, plan) pairs in scheduling order, each cut into u_nchunk level-2 slices;
     // u_first: exclusive prefix sum of the slices (n_pairs + 1 entries); unit u is slice
     // u - u_first[j] of the pair j with u_first[j] <= u < u_first[j + 1]
