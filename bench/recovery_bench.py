@@ -84,6 +84,7 @@ def main() -> None:
         p.send_signal(signal.SIGTERM)
         p.wait(60)
     assert after == size, (after, size)
+    logged = len(ds.initial.src) + len(docs)
     text = log.read_text()
     replay = re.findall(r"replayed (\d+) records in ([0-9.]+) s", text)
     print(f"graph {size}, fill {fill:.1f} s, cold start {cold:.1f} s, "
@@ -107,6 +108,13 @@ def main() -> None:
         f"| {size['vertices']:,} vertices, {size['edges']:,} edges | {fill:.1f} s "
         f"| {cold:.1f} s | {warm:.1f} s | {replay[-1][1] if replay else '?'} s "
         f"({int(replay[-1][0]) if replay else 0:,} records) |",
+        "",
+        f"The replay rebuilt the graph from {logged:,} logged edges and updates at "
+        f"{logged / float(replay[-1][1]) if replay else 0:,.0f} per second, so recovery "
+        "stays under a minute for logs of up to about "
+        f"{60 * logged / float(replay[-1][1]) / 1e6 if replay else 0:.0f} million updates on "
+        "this machine; the service takes no snapshots (a log that grows past that would "
+        "need them, or a compacted initial-graph topic).",
     ])
 
 
