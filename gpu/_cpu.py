@@ -73,7 +73,7 @@ def _by_task_cost(graph: HostGraph, tasks: MatchTasks, owner: npt.NDArray[np.int
     by side (``start``: each task's first unit): sorts tasks, not units."""
     if not len(owner):
         return np.zeros(0, np.int64)
-    cnt = np.diff(np.r_[start, len(owner)])
+    cnt = np.diff(start, append=len(owner))
     t = owner[start]
     by = np.argsort(-(graph.seg_len[tasks.a[t]].astype(np.int64) * graph.seg_len[tasks.b[t]]),
                     kind="stable")

@@ -22,6 +22,11 @@ from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp, UpdateStatus
 from .exceptions import EngineError, UnknownQueryError
 
+#: op and status codes as plain ints: numpy compares them with arrays without the enum
+_DEL_E, _INS_V = int(UpdateOp.DELETE_EDGE), int(UpdateOp.INSERT_VERTEX)
+_APPLIED, _IGNORED, _REJECTED = (int(UpdateStatus.APPLIED), int(UpdateStatus.IGNORED),
+                                 int(UpdateStatus.REJECTED))
+
 __all__ = ["Engine", "PendingBatch", "QuerySpec", "RegisteredQuery", "warm_up"]
 
 
@@ -162,7 +167,7 @@ class Engine:
         one version)."""
         t0 = time.perf_counter()
         self._pending = [p for p in self._pending if p.reading]
-        if len(batch) and (batch.op >= UpdateOp.INSERT_VERTEX).any():
+        if len(batch) and int(batch.op.max()) >= _INS_V:
             self.drain()
         first = min((p.first_tick for p in self._pending), default=self.graph.tick + 1)
         self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
@@ -171,8 +176,7 @@ class Engine:
         qids = tuple(self._queries)
         specs = {q: r.spec for q, r in self._queries.items()}
         scale = np.array([r.count_scale for r in self._queries.values()], np.int64)
-        edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
-            (ops.status == UpdateStatus.APPLIED)
+        edge = (ops.op <= _DEL_E) & (ops.status == _APPLIED)   # edge ops are 0 and 1
         ei = np.flatnonzero(edge)
         ticket, ntasks = None, 0
         if qids and len(ei):
@@ -198,23 +202,22 @@ class Engine:
         if p.ticket is not None:
             out = p.ticket.wait()
             io = out.io
-            sign = np.where(ops.op[ei] == UpdateOp.INSERT_EDGE, 1, -1).astype(np.int64)
+            sign = 1 - 2 * ops.op[ei].astype(np.int64)   # insert +1, delete -1
             counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None] * p.scale
             listings = self._listings(ops, ei, qids, p.specs, out)
         t2 = time.perf_counter()
         raw = ops.raw
-        first = np.r_[True, raw[1:] != raw[:-1]] if len(raw) else np.zeros(0, bool)
-        start = np.maximum.accumulate(np.where(first, np.arange(len(raw)), 0)) if len(raw) \
-            else np.zeros(0, np.int64)
-        sub = (np.arange(len(raw)) - start).astype(np.int32)
-        last_of_raw = np.r_[raw[1:] != raw[:-1], True] if len(raw) else np.zeros(0, bool)
-        raw_status = ops.status[last_of_raw]
+        n = len(raw)
+        step = np.ones(n + 1, np.bool_)        # step[i]: raw changes between i - 1 and i
+        np.not_equal(raw[1:], raw[:-1], out=step[1:n])
+        idx = np.arange(n)
+        sub = (idx - np.maximum.accumulate(np.where(step[:n], idx, 0))).astype(np.int32)
+        status = np.bincount(ops.status[step[1:]], minlength=3)   # last op of each raw update
         stats = BatchStats(
             updates=len(p.batch), edge_updates=len(ei),
-            applied=int((raw_status == UpdateStatus.APPLIED).sum()),
-            ignored=int((raw_status == UpdateStatus.IGNORED).sum()),
-            rejected=int((raw_status == UpdateStatus.REJECTED).sum()),
-            positive=int(counts[counts > 0].sum()), negative=int(-counts[counts < 0].sum()),
+            applied=int(status[_APPLIED]), ignored=int(status[_IGNORED]),
+            rejected=int(status[_REJECTED]),
+            positive=int(np.maximum(counts, 0).sum()), negative=int(np.maximum(-counts, 0).sum()),
             resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1, tasks=p.ntasks,
             host_bytes=io.host_bytes if io else 0, cache_hits=io.cache_hits if io else 0,
             cache_misses=io.cache_misses if io else 0)

@@ -71,8 +71,11 @@ def live_units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
 
 def task_starts(owner: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Index of each task's first unit (``owner`` ascending, as units come)."""
-    return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(owner) else \
-        np.zeros(0, np.int64)
+    if not len(owner):
+        return np.zeros(0, np.int64)
+    step = np.ones(len(owner), np.bool_)
+    np.not_equal(owner[1:], owner[:-1], out=step[1:])
+    return np.flatnonzero(step)
 
 
 def task_sums(n: int, owner: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
