@@ -29,6 +29,7 @@ from typing_extensions import TypedDict
 
 from gpu import MAX_QUERY_VERTICES, CountMode, Query, QuerySpec, UpdateOp
 
+from ._scan import scan_updates
 from .exceptions import DecodeError
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "encode_updates",
     "error_text",
     "updates_from_docs",
+    "warm_up_decoder",
 ]
 
 SEQ_STRIDE = 1_000_000
@@ -255,6 +257,19 @@ def decode(value: bytes | None) -> Updates | Control:
     """One topic message; raises DecodeError with a reason fit for the dead-letter topic."""
     if not value:
         raise DecodeError("empty message")
+    fast = scan_updates(value, MAX_UPDATES_PER_MESSAGE)   # the common update message
+    if fast is not None:
+        return _checked(*fast)
+    return _decode_full(value)
+
+
+def warm_up_decoder() -> None:
+    """Compile (or load) the update scanner now rather than on the first message."""
+    decode(b'{"updates": [{"op": "insert", "src": 1, "dst": 2}], "arrived_at": 0.5}')
+
+
+def _decode_full(value: bytes) -> Updates | Control:
+    """Any message, validated by the schema (the one definition of what is wrong)."""
     try:   # fast path: update messages validated straight from the bytes, in Rust
         return _updates(_UPDATES.validate_json(value))
     except (_ValidationError, DecodeError):

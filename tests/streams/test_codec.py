@@ -7,9 +7,19 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu import UpdateOp
-from streams.codec import LoadPart, Register, Unregister, Updates, decode, encode_updates
+from streams.codec import (
+    LoadPart,
+    Register,
+    Unregister,
+    Updates,
+    _decode_full,
+    decode,
+    encode_updates,
+)
 from streams.exceptions import DecodeError
 
 DOCS = [{"op": "insert", "src": 1, "dst": 2, "label": 3}, {"op": "delete", "src": 2, "dst": 1},
@@ -60,3 +70,79 @@ def test_bad_messages_name_the_problem(value: bytes, reason: str) -> None:
     with pytest.raises(DecodeError, match=None) as info:
         decode(value)
     assert reason in str(info.value), str(info.value)
+
+
+# -- the compiled scanner of update messages against the schema -----------------------
+_INTS = st.one_of(st.integers(-5, 1000), st.integers(-5, 1000), st.integers(-(2**63), 2**63 - 1),
+                  st.sampled_from([2**31 - 1, 2**31, -(2**31), -(2**31) + 1, 2**63 - 1,
+                                   -(2**63), -(2**63) + 1, 10**18 - 1, 10**18, -(10**18)]))
+_ODD = st.sampled_from(["1.0", "1e3", '"1"', "true", "null", "01", "-0", "1.5", "[]"])
+_OPS = st.sampled_from(['"insert"', '"delete"', '"insert_vertex"', '"delete_vertex"'])
+_ODD_OPS = st.sampled_from(['"Insert"', '"ins\\u0065rt"', "1", '"x"'])
+_WS = st.sampled_from(["", "", " ", "\n ", "\t"])
+
+
+def _rarely(draw: st.DrawFn) -> bool:
+    return draw(st.integers(0, 19)) == 0
+
+
+@st.composite
+def _update_text(draw: st.DrawFn) -> str:
+    op = draw(_ODD_OPS) if _rarely(draw) else draw(_OPS)
+    keys = {"insert": ["src", "dst", "label"], "delete": ["src", "dst", "label"],
+            "insert_vertex": ["id", "label"], "delete_vertex": ["id"]}.get(op.strip('"'),
+                                                                       ["src", "dst"])
+    keys = [k for k in keys if k == "label" and draw(st.booleans()) or k != "label"
+            and not _rarely(draw)]                                   # rarely a missing key
+    if _rarely(draw):
+        keys.append(draw(st.sampled_from(["src", "dst", "id", "label", "op", "x"])))
+    parts = [("op", op)] + [(k, draw(_ODD) if _rarely(draw) else str(draw(_INTS)))
+                            for k in keys]
+    parts = draw(st.permutations(parts))
+    w = draw(_WS)
+    return "{" + w + ("," + w).join(f'"{k}"{w}:{w}{v}' for k, v in parts) + w + "}"
+
+
+@st.composite
+def _message(draw: st.DrawFn) -> bytes:
+    w = draw(_WS)
+    ups = draw(st.lists(_update_text(), min_size=0 if _rarely(draw) else 1, max_size=4))
+    fields = [("updates", "[" + w + ("," + w).join(ups) + w + "]")]
+    at = draw(st.sampled_from([None, "null", "1.5", "1700000000", "-2.5e-3", "0.1"]))
+    if _rarely(draw):
+        at = draw(st.sampled_from(["1e999", '"x"', "1.", ".5", "-", "1e"]))
+    if at is not None:
+        fields.append(("arrived_at", at))
+    if _rarely(draw):
+        fields.append(draw(st.sampled_from([("columns", "null"), ("kind", '"x"'),
+                                            ("updates", "[]")])))
+    fields = draw(st.permutations(fields))
+    return ("{" + w + ("," + w).join(f'"{k}"{w}:{w}{v}' for k, v in fields) + w + "}"
+            + draw(_WS)).encode()
+
+
+def _outcome(f: object, msg: bytes) -> object:
+    try:
+        u = f(msg)  # type: ignore[operator]
+    except DecodeError as exc:
+        return ("error", str(exc))
+    assert isinstance(u, Updates)
+    return (u.op.tolist(), u.op.dtype, u.src.tolist(), u.src.dtype, u.dst.tolist(),
+            u.dst.dtype, u.label.tolist(), u.label.dtype, u.arrived_at)
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(_message())
+def test_scanner_equals_the_schema_on_any_update_message(msg: bytes) -> None:
+    """The fast path accepts only what the schema accepts, with the same columns; everything
+    else falls through to the schema, so errors read the same either way."""
+    assert _outcome(decode, msg) == _outcome(_decode_full, msg)
+
+
+def test_scanner_takes_the_messages_producers_write() -> None:
+    from streams._scan import scan_updates
+
+    msg = _enc({"updates": DOCS * 50, "arrived_at": 1.25})
+    assert scan_updates(msg, 10**6) is not None
+    assert scan_updates(json.dumps({"updates": DOCS}, indent=2).encode(), 10**6) is not None
+    assert _outcome(decode, msg) == _outcome(_decode_full, msg)
