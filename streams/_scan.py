@@ -29,6 +29,7 @@ _ALLOW = np.array([_K_OP | _K_SRC | _K_DST | _K_LABEL, _K_OP | _K_SRC | _K_DST |
                    _K_OP | _K_ID | _K_LABEL, _K_OP | _K_ID], np.int64)
 _OPS = [b"insert", b"delete", b"insert_vertex", b"delete_vertex"]
 _KEYS = [b"op", b"src", b"dst", b"label", b"id"]
+_TOP = [b"updates", b"arrived_at"]
 
 
 def _table(words: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
@@ -39,6 +40,7 @@ def _table(words: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.in
 
 _OP_TEXT, _OP_ENDS = _table(_OPS)
 _KEY_TEXT, _KEY_ENDS = _table(_KEYS)
+_TOP_TEXT, _TOP_ENDS = _table(_TOP)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -132,29 +134,45 @@ def _number(b, i):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _scan(b, op, src, dst, label, op_text, op_ends, key_text, key_ends, need, allow):  # type: ignore[no-untyped-def]
+def _key(b, i, text, ends, seen):  # type: ignore[no-untyped-def]
+    """A key of ``text`` not in ``seen`` (bits) and its colon: (index or -1, value position)."""
+    k, i = _string(b, i, text, ends)
+    if k < 0 or (seen >> k) & 1:
+        return -1, i
+    i = _ws(b, i)
+    if i >= len(b) or b[i] != 58:
+        return -1, i
+    return k, _ws(b, i + 1)
+
+
+@nb.njit(cache=True, nogil=True)
+def _next(b, i, close):  # type: ignore[no-untyped-def]
+    """After a member: (1 on a comma, 0 on ``close``, -1 otherwise; the position after)."""
+    if i < len(b) and b[i] == 44:
+        return 1, _ws(b, i + 1)
+    if i < len(b) and b[i] == close:
+        return 0, _ws(b, i + 1)
+    return -1, i
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan(b, op, src, dst, label, top_text, top_ends, op_text, op_ends, key_text, key_ends,  # type: ignore[no-untyped-def]
+          need, allow):
     """(updates read or -1, arrived_at span start, end; -1 when absent, -2 when null)."""
     n_max = len(op)
     at_lo, at_hi = -1, -1
-    seen_updates, seen_at = False, False
     count = 0
     i = _ws(b, 0)
     if i >= len(b) or b[i] != 123:
         return -1, 0, 0
     i = _ws(b, i + 1)
+    seen = 0
     while True:
-        if i + 11 <= len(b) and b[i] == 34 and b[i + 1] == 117:   # "updates"
-            name = b[i:i + 9]
-            if not (name[1] == 117 and name[2] == 112 and name[3] == 100 and name[4] == 97
-                    and name[5] == 116 and name[6] == 101 and name[7] == 115 and name[8] == 34):
-                return -1, 0, 0
-            if seen_updates:
-                return -1, 0, 0
-            seen_updates = True
-            i = _ws(b, i + 9)
-            if i >= len(b) or b[i] != 58:
-                return -1, 0, 0
-            i = _ws(b, i + 1)
+        k, i = _key(b, i, top_text, top_ends, seen)
+        if k < 0:
+            return -1, 0, 0
+        seen |= 1 << k
+        if k == 0:   # "updates": [...]
             if i >= len(b) or b[i] != 91:
                 return -1, 0, 0
             i = _ws(b, i + 1)
@@ -165,15 +183,11 @@ def _scan(b, op, src, dst, label, op_text, op_ends, key_text, key_ends, need, al
                 keys = 0
                 o, s, d, lab = -1, 0, 0, 0
                 while True:
-                    k, i = _string(b, i, key_text, key_ends)
-                    if k < 0 or (keys >> k) & 1:
+                    f, i = _key(b, i, key_text, key_ends, keys)
+                    if f < 0:
                         return -1, 0, 0
-                    keys |= 1 << k
-                    i = _ws(b, i)
-                    if i >= len(b) or b[i] != 58:
-                        return -1, 0, 0
-                    i = _ws(b, i + 1)
-                    if k == 0:
+                    keys |= 1 << f
+                    if f == 0:
                         o, i = _string(b, i, op_text, op_ends)
                         if o < 0:
                             return -1, 0, 0
@@ -181,24 +195,21 @@ def _scan(b, op, src, dst, label, op_text, op_ends, key_text, key_ends, need, al
                         ok, v, i = _int(b, i)
                         if not ok:
                             return -1, 0, 0
-                        if k == 3:
+                        if f == 3:
                             if v < _I32_MIN1 or v > _I32_MAX:
                                 return -1, 0, 0
                             lab = v
                         elif v < _I64_MIN1:
                             return -1, 0, 0
-                        elif k == 2:
+                        elif f == 2:
                             d = v
                         else:   # src or id
                             s = v
-                    i = _ws(b, i)
-                    if i < len(b) and b[i] == 44:
-                        i = _ws(b, i + 1)
-                        continue
-                    if i < len(b) and b[i] == 125:
-                        i = _ws(b, i + 1)
+                    more, i = _next(b, _ws(b, i), 125)
+                    if more < 0:
+                        return -1, 0, 0
+                    if more == 0:
                         break
-                    return -1, 0, 0
                 if o < 0 or keys & need[o] != need[o] or keys & ~allow[o]:
                     return -1, 0, 0
                 op[count] = o
@@ -206,46 +217,27 @@ def _scan(b, op, src, dst, label, op_text, op_ends, key_text, key_ends, need, al
                 dst[count] = d if o <= 1 else -1
                 label[count] = lab
                 count += 1
-                if i < len(b) and b[i] == 44:
-                    i = _ws(b, i + 1)
-                    continue
-                if i < len(b) and b[i] == 93:
-                    i = _ws(b, i + 1)
+                more, i = _next(b, i, 93)
+                if more < 0:
+                    return -1, 0, 0
+                if more == 0:
                     break
+        elif i + 4 <= len(b) and b[i] == 110 and b[i + 1] == 117 and b[i + 2] == 108 \
+                and b[i + 3] == 108:   # "arrived_at": null
+            at_lo, at_hi = -2, -2
+            i = _ws(b, i + 4)
+        else:   # "arrived_at": a number
+            e = _number(b, i)
+            if e < 0:
                 return -1, 0, 0
-        elif i + 12 <= len(b) and b[i] == 34 and b[i + 1] == 97:   # "arrived_at"
-            name = b[i:i + 12]
-            want = np.array([34, 97, 114, 114, 105, 118, 101, 100, 95, 97, 116, 34], np.uint8)
-            for k in range(12):
-                if name[k] != want[k]:
-                    return -1, 0, 0
-            if seen_at:
-                return -1, 0, 0
-            seen_at = True
-            i = _ws(b, i + 12)
-            if i >= len(b) or b[i] != 58:
-                return -1, 0, 0
-            i = _ws(b, i + 1)
-            if i + 4 <= len(b) and b[i] == 110 and b[i + 1] == 117 and b[i + 2] == 108 \
-                    and b[i + 3] == 108:
-                at_lo, at_hi = -2, -2
-                i = _ws(b, i + 4)
-            else:
-                e = _number(b, i)
-                if e < 0:
-                    return -1, 0, 0
-                at_lo, at_hi = i, e
-                i = _ws(b, e)
-        else:
+            at_lo, at_hi = i, e
+            i = _ws(b, e)
+        more, i = _next(b, i, 125)
+        if more < 0:
             return -1, 0, 0
-        if i < len(b) and b[i] == 44:
-            i = _ws(b, i + 1)
-            continue
-        if i < len(b) and b[i] == 125:
-            i = _ws(b, i + 1)
+        if more == 0:
             break
-        return -1, 0, 0
-    if i != len(b) or not seen_updates or count == 0:
+    if i != len(b) or not seen & 1 or count == 0:
         return -1, 0, 0
     return count, at_lo, at_hi
 
@@ -263,8 +255,8 @@ def scan_updates(value: bytes, max_updates: int) -> tuple[npt.NDArray[np.int8],
     src = np.empty(cap, np.int64)
     dst = np.empty(cap, np.int64)
     label = np.empty(cap, np.int32)
-    n, lo, hi = _scan(b, op, src, dst, label, _OP_TEXT, _OP_ENDS, _KEY_TEXT, _KEY_ENDS,
-                      _NEED, _ALLOW)
+    n, lo, hi = _scan(b, op, src, dst, label, _TOP_TEXT, _TOP_ENDS, _OP_TEXT, _OP_ENDS,
+                      _KEY_TEXT, _KEY_ENDS, _NEED, _ALLOW)
     if n < 0:
         return None
     arrived = None
