@@ -133,7 +133,7 @@ def _number(b, i):  # type: ignore[no-untyped-def]
     return i
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def _key(b, i, text, ends, seen):  # type: ignore[no-untyped-def]
     """A key of ``text`` not in ``seen`` (bits) and its colon: (index or -1, value position)."""
     k, i = _string(b, i, text, ends)
@@ -145,7 +145,7 @@ def _key(b, i, text, ends, seen):  # type: ignore[no-untyped-def]
     return k, _ws(b, i + 1)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def _next(b, i, close):  # type: ignore[no-untyped-def]
     """After a member: (1 on a comma, 0 on ``close``, -1 otherwise; the position after)."""
     if i < len(b) and b[i] == 44:
