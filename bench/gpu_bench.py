@@ -70,8 +70,9 @@ def yeast(d: Path, repeat: int) -> list[str]:
     if BACKEND == "gpu":   # work-unit granularity: level-2 slices, sub-task timeout
         from gpu._gpu import GpuConfig, GpuExecutor
         dflt = GpuConfig().split_us
-        for size, split in ((1, dflt), (4, dflt), (32, dflt), (4, 0.0), (4, 10.0), (4, 40.0),
-                            (4, 160.0)):
+        sweep = [(1, dflt), (4, dflt), (32, dflt)]
+        sweep += [(4, us) for us in (0.0, 10.0, 40.0, 160.0) if us != dflt]
+        for size, split in sweep:
             ex = GpuExecutor(GpuConfig(slice_size=size, max_slices=4096, split_us=split))
             best = float("inf")
             for _ in range(repeat):

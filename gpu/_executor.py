@@ -41,12 +41,9 @@ class MatchTasks:
         return len(self.a)
 
 
-def plan_units(tasks: MatchTasks, only: npt.NDArray[np.bool_] | None = None,
-               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Every (task, plan) pair of ``tasks`` (of the ``only`` ones): owner task, plan index."""
+def plan_units(tasks: MatchTasks) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every (task, plan) pair of ``tasks``: owner task, plan index."""
     nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)
-    if only is not None:
-        nplans = np.where(only, nplans, 0)
     owner = np.repeat(np.arange(len(tasks), dtype=np.int64), nplans)
     first = np.repeat(np.cumsum(nplans) - nplans, nplans)
     plan = np.repeat(tasks.plan_lo.astype(np.int64), nplans) + np.arange(len(owner)) - first

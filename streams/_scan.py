@@ -17,19 +17,21 @@ import numpy.typing as npt
 
 __all__ = ["scan_updates"]
 
-_I64_MIN1 = -(2**63) + 1
 _I32_MIN1 = -(2**31) + 1
 _I32_MAX = 2**31 - 1
-# keys of an update object (bit per key)
-_K_OP, _K_SRC, _K_DST, _K_LABEL, _K_ID = 1, 2, 4, 8, 16
-# what each op needs (required, allowed)
-_NEED = np.array([_K_OP | _K_SRC | _K_DST, _K_OP | _K_SRC | _K_DST, _K_OP | _K_ID, _K_OP | _K_ID],
-                 np.int64)
-_ALLOW = np.array([_K_OP | _K_SRC | _K_DST | _K_LABEL, _K_OP | _K_SRC | _K_DST | _K_LABEL,
-                   _K_OP | _K_ID | _K_LABEL, _K_OP | _K_ID], np.int64)
-_OPS = [b"insert", b"delete", b"insert_vertex", b"delete_vertex"]
-_KEYS = [b"op", b"src", b"dst", b"label", b"id"]
+_OPS = [b"insert", b"delete", b"insert_vertex", b"delete_vertex"]   # op codes 0..3
+_KEYS = [b"op", b"src", b"dst", b"label", b"id"]   # an update object's keys: bit 1 << index
 _TOP = [b"updates", b"arrived_at"]
+
+
+def _bits(*names: bytes) -> int:
+    return sum(1 << _KEYS.index(k) for k in names)
+
+
+# per op code: the keys it needs, and the keys it allows
+_NEED = np.array([_bits(b"op", b"src", b"dst")] * 2 + [_bits(b"op", b"id")] * 2, np.int64)
+_ALLOW = np.array([_bits(b"op", b"src", b"dst", b"label")] * 2
+                  + [_bits(b"op", b"id", b"label"), _bits(b"op", b"id")], np.int64)
 
 
 def _table(words: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
@@ -199,9 +201,7 @@ def _scan(b, op, src, dst, label, top_text, top_ends, op_text, op_ends, key_text
                             if v < _I32_MIN1 or v > _I32_MAX:
                                 return -1, 0, 0
                             lab = v
-                        elif v < _I64_MIN1:
-                            return -1, 0, 0
-                        elif f == 2:
+                        elif f == 2:   # ids: 18 digits never leave the schema's int64 range
                             d = v
                         else:   # src or id
                             s = v

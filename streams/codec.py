@@ -270,7 +270,7 @@ def warm_up_decoder() -> None:
 
 def _decode_full(value: bytes) -> Updates | Control:
     """Any message, validated by the schema (the one definition of what is wrong)."""
-    try:   # fast path: update messages validated straight from the bytes, in Rust
+    try:   # update messages validated straight from the bytes, in Rust; the rest below
         return _updates(_UPDATES.validate_json(value))
     except (_ValidationError, DecodeError):
         pass   # a control record, or bad input: the slow path below says what is wrong
