@@ -75,10 +75,28 @@ def test_kill_9_anywhere_loses_and_repeats_nothing(broker: EmbeddedBroker, tmp_p
         c.load_graph(gfile)
         for _, q in ds.queries:
             c.register(query_doc(q, list_matches=True, max_matches_per_update=100_000))
-        timer = threading.Timer(float(rng.uniform(0.05, 0.5)), proc.kill)
-        timer.start()
+        # kills are tied to batches, not to wall time, so a fast machine cannot finish the
+        # stream before they fire; each one lands while its batch is in flight or just after
+        kill_at = set(rng.choice(np.arange(3, len(batches)), size=4, replace=False).tolist())
+        timer: threading.Timer | None = None
+
+        def reap_late_kill() -> int:
+            """A timer that fired after its batch was accepted: restart before going on."""
+            if timer is not None:
+                timer.join()
+            if proc.p is not None and proc.p.poll() is not None:
+                proc.wait_dead()
+                proc.start()
+                return 1
+            return 0
+
         i = 0
         while i < len(batches):
+            if i in kill_at:
+                kill_at.discard(i)
+                kills += reap_late_kill()
+                timer = threading.Timer(float(rng.uniform(0.0, 0.01)), proc.kill)
+                timer.start()
             try:
                 c.post_updates([docs[j] for j in batches[i]])
                 i += 1
@@ -88,16 +106,12 @@ def test_kill_9_anywhere_loses_and_repeats_nothing(broker: EmbeddedBroker, tmp_p
                 proc.wait_dead()
                 kills += 1
                 proc.start()
-                if kills < 4:
-                    timer = threading.Timer(float(rng.uniform(0.02, 0.5)), proc.kill)
-                    timer.start()
-        timer.cancel()
-        if kills < 4 and proc.p is not None and proc.p.poll() is None:
-            proc.kill()                 # one more, after the last append
-            proc.wait_dead()
-            kills += 1
-            proc.start()
-    assert kills >= 3
+        kills += reap_late_kill()
+        proc.kill()                     # one more, after the last append
+        proc.wait_dead()
+        kills += 1
+        proc.start()
+    assert kills == 5
     want = expected_from_log(broker.bootstrap, f"{p}.updates")
     got = published(broker.bootstrap, f"{p}.matches", len(want), timeout=120)
     assert len(got) == len(want)
