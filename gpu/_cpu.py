@@ -16,6 +16,7 @@ __all__ = ["CpuExecutor"]
 
 class CpuExecutor:
     name = "cpu"
+    reads_during_updates = False   # every batch is matched before the next is applied
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or nb.get_num_threads()

@@ -49,9 +49,10 @@ class RegisteredQuery:
     spec: QuerySpec
     automorphisms: int
     plan_count: int
-    #: counts of its plans times this are its counts: |Aut(Q)| for a count-only
-    #: embeddings query (planned with symmetry breaking, see ``plan_query``), else 1
-    count_scale: int = 1
+    #: an update's count is (sum of its plans' counts) * num // den (see ``plan_query``)
+    scale: tuple[int, int] = (1, 1)
+    #: the same for the static count of :meth:`Engine.register`'s ``initial``
+    initial_scale: tuple[int, int] = (1, 1)
 
 
 class Engine:
@@ -66,6 +67,7 @@ class Engine:
         self._pending: list[PendingBatch] = []
         # nothing may move graph memory while a kernel reads it
         self.graph.before_relayout = self.drain
+        self.graph.copy_on_write = self.executor.reads_during_updates
 
     @property
     def backend(self) -> str:
@@ -92,13 +94,13 @@ class Engine:
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
-        by_orbit = spec.mode is CountMode.EMBEDDINGS and not spec.list_matches
-        plans, aut = plan_query(spec.query, CountMode.SUBGRAPHS if by_orbit else spec.mode,
-                                self._label_share())
-        reg = RegisteredQuery(id=qid, spec=spec, automorphisms=aut, plan_count=len(plans),
-                              count_scale=aut if by_orbit else 1)
+        qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
+                        label_share=self._label_share())
+        reg = RegisteredQuery(id=qid, spec=spec, automorphisms=qp.automorphisms,
+                              plan_count=len(qp.plans), scale=qp.scale,
+                              initial_scale=qp.initial_scale)
         self._queries[qid] = reg
-        self._plans[qid] = plans
+        self._plans[qid] = qp.plans
         self._planset = None
         self._plan_set()
         self._next_id = max(self._next_id, qid + 1)
@@ -140,7 +142,8 @@ class Engine:
         t0 = time.perf_counter()
         out = self.executor.submit(self.graph, ps, tasks).wait()
         secs = time.perf_counter() - t0
-        total = int(out.counts.sum()) * self._queries[qid].count_scale
+        num, den = self._queries[qid].initial_scale
+        total = int(out.counts.sum()) * num // den
         listing = None
         if spec.list_matches:
             nq = spec.query.n
@@ -175,7 +178,7 @@ class Engine:
         self.executor.on_update(self.graph, ops)
         qids = tuple(self._queries)
         specs = {q: r.spec for q, r in self._queries.items()}
-        scale = np.array([r.count_scale for r in self._queries.values()], np.int64)
+        scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
         edge = (ops.op <= _DEL_E) & (ops.status == _APPLIED)   # edge ops are 0 and 1
         ei = np.flatnonzero(edge)
         ticket, ntasks = None, 0
@@ -203,7 +206,8 @@ class Engine:
             out = p.ticket.wait()
             io = out.io
             sign = 1 - 2 * ops.op[ei].astype(np.int64)   # insert +1, delete -1
-            counts[ei, :] = out.counts.reshape(len(ei), len(qids)) * sign[:, None] * p.scale
+            c = out.counts.reshape(len(ei), len(qids)) * p.scale[:, 0]
+            counts[ei, :] = c // p.scale[:, 1] * sign[:, None]   # exact: see plan_query
             listings = self._listings(ops, ei, qids, p.specs, out)
         t2 = time.perf_counter()
         raw = ops.raw

@@ -144,6 +144,9 @@ class Executor(Protocol):
     """
 
     name: str
+    #: whether matching may still read the graph while the next batch is applied (the host
+    #: graph then copies each version a batch changes instead of writing it in place)
+    reads_during_updates: bool
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         """The host graph just applied ``ops``: mirror them (device backends)."""

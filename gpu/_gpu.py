@@ -141,6 +141,7 @@ class _GpuTicket:
 
 class GpuExecutor:
     name = "gpu"
+    reads_during_updates = True    # kernels of earlier batches run while the next applies
 
     def __init__(self, config: GpuConfig | None = None) -> None:
         self.cp = cp = cupy_or_raise()

@@ -9,9 +9,14 @@ Layout, all numpy:
 
 A batch writes deletions in place (readers of older ticks still see the edge, since
 their tick is <= dt) and gives each vertex that receives an insertion a new version
-(copy-on-write, once per batch). The old version becomes garbage; its space is reclaimed
-by :meth:`HostGraph.compact`, which the engine runs only when no matching is in flight,
-and entries with ``dt <= watermark`` are dropped whenever a version is copied.
+(copy-on-write, once per batch): readers in flight (GPU kernels) index the old one. The
+old version becomes garbage; its space is reclaimed by :meth:`HostGraph.compact`, which
+the engine runs only when no matching is in flight, and entries with ``dt <= watermark``
+are dropped whenever a version is copied.
+
+With ``copy_on_write`` off (an executor that never reads during an update: the CPU)
+insertions go into the current version, which moves only when full, after its dead
+entries are purged in place: no copy per batch and far less garbage.
 """
 
 from __future__ import annotations
@@ -143,6 +148,14 @@ class HostGraph:
                                 self.ct, self.dt)
         self._packed_end = self.pool_used
         self.reclaimed += before - self.pool_used
+
+    @property
+    def copy_on_write(self) -> bool:
+        return not self.meta[K.IN_PLACE]
+
+    @copy_on_write.setter
+    def copy_on_write(self, on: bool) -> None:
+        self.meta[K.IN_PLACE] = 0 if on else 1
 
     # -- facts ----------------------------------------------------------------
     @property

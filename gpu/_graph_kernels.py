@@ -16,8 +16,8 @@ from ._idmap import slot_of
 from ._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 
 # meta slots
-NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE = range(8)
-META_SIZE = 8
+NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
+META_SIZE = 9
 # apply_batch return codes
 DONE, NEED_POOL, NEED_OUT = 0, 1, 2
 
@@ -96,7 +96,10 @@ def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
 
 @nb.njit(cache=True, nogil=True)
 def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
-    if seg_batch[v] != meta[BATCH]:   # 1/8 headroom: a hub's copy is its degree, not twice
+    """Pool entries inserting into v may take (an upper bound: in place, purging dead
+    entries may make room without any)."""
+    if meta[IN_PLACE] == 0 and seg_batch[v] != meta[BATCH]:
+        # copy-on-write, once per batch; 1/8 headroom: a hub's copy is its degree, not twice
         n = np.int64(seg_len[v])
         return n + max(np.int64(4), n >> np.int64(3))
     if seg_len[v] == seg_cap[v]:
@@ -127,9 +130,32 @@ def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct,
 
 
 @nb.njit(cache=True, nogil=True)
+def _purge(v, meta, seg_off, seg_len, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """In place: drop v's entries no reader can see (dt <= watermark), keeping order."""
+    off, n = seg_off[v], seg_len[v]
+    w = meta[WATERMARK]
+    m = off
+    for i in range(off, off + n):
+        if dt[i] > w:
+            if m != i:
+                key[m] = key[i]
+                elab[m] = elab[i]
+                ct[m] = ct[i]
+                dt[m] = dt[i]
+            m += 1
+    seg_len[v] = m - off
+
+
+@nb.njit(cache=True, nogil=True)
 def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
                   key, elab, ct, dt):  # type: ignore[no-untyped-def]
     need = _need(v, meta, seg_len, seg_cap, seg_batch)
+    if need > 0 and meta[IN_PLACE] != 0:
+        _purge(v, meta, seg_off, seg_len, key, elab, ct, dt)
+        if seg_len[v] < seg_cap[v]:
+            need = 0
+        else:
+            need = 2 * np.int64(seg_len[v]) + 2
     if need > 0:
         _relocate(v, need, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt)
     off, n = seg_off[v], seg_len[v]

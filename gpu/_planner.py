@@ -14,6 +14,7 @@ numba and CUDA kernels read directly.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,10 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ._query import Query
-from ._symmetry import analyse_symmetry
+from ._symmetry import analyse_symmetry, edge_orbits
 from ._types import MAX_QUERY_VERTICES, WILDCARD, CountMode
 
-__all__ = ["LevelPlan", "Plan", "PlanSet", "plan_query"]
+__all__ = ["LevelPlan", "Plan", "PlanSet", "QueryPlan", "plan_query"]
 
 #: field index in the packed table ``PlanSet.table[plan, field, level]`` read by kernels
 (F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP, F_NLFOFF,
@@ -124,25 +125,57 @@ def levels_label(q: Query, v: int) -> int:
     return _W if lab is None else lab
 
 
-def plan_query(q: Query, mode: CountMode,
-               label_share: Mapping[int, float] | None = None) -> tuple[list[Plan], int]:
-    """Plans for every directed query edge (first one is (u0, u1) of edge 0), and |Aut(Q)|.
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    plans: list[Plan]
+    automorphisms: int
+    #: an update's count is (sum of its plans' counts) * num // den, exactly
+    scale: tuple[int, int]
+    #: the static count is (sum of plan 0 over every directed data edge) * num // den
+    initial_scale: tuple[int, int]
 
-    ``SUBGRAPHS`` plans carry the symmetry-breaking conditions (one match per orbit);
-    ``EMBEDDINGS`` plans enumerate every injective map. Since every orbit has exactly
-    |Aut(Q)| members, a count-only embeddings query is planned as ``SUBGRAPHS`` and its
-    counts are scaled (``Engine`` does that): |Aut(Q)| times less enumeration.
+
+def _ratio(num: int, den: int) -> tuple[int, int]:
+    g = math.gcd(num, den)
+    return num // g, den // g
+
+
+def plan_query(q: Query, mode: CountMode, *, listing: bool = False,
+               label_share: Mapping[int, float] | None = None) -> QueryPlan:
+    """Plans for the directed query edges (plan 0 is (u0, u1) of edge 0), and |Aut(Q)|.
+
+    Listing keeps one plan per directed edge: ``SUBGRAPHS`` plans carry the
+    symmetry-breaking conditions (each match listed once), ``EMBEDDINGS`` plans
+    enumerate every injective map.
+
+    Counting plans one edge per orbit of directed edges, without conditions: the
+    representative of orbit ``O`` sees ``|Aut|/|O|`` embeddings of every match whose
+    updated edge is the image of an edge of ``O``, so ``count * |O| / |Aut|`` counts each
+    match once. A triangle needs one plan where listing runs three (one intersection,
+    not three). That needs one orbit size for the whole query (one scale per query);
+    otherwise a count-only query is planned as for ``SUBGRAPHS`` listing, scaled by
+    |Aut| in ``EMBEDDINGS`` mode (each match has exactly |Aut| embeddings).
     ``label_share`` (label -> fraction of data vertices) steers the order towards rare
     labels; it changes speed only, never results.
     """
     sym = analyse_symmetry(q)
-    conditions = sym.conditions if mode is CountMode.SUBGRAPHS else ()
+    aut = sym.automorphisms
     adj = q.adjacency()
+    subgraphs = mode is CountMode.SUBGRAPHS
+    if not listing and aut > 1:
+        orbits = edge_orbits(q)
+        if len({len(o) for o in orbits}) == 1:
+            size = len(orbits[0])
+            plans = [_plan_edge(q, adj, *o[0], (), label_share) for o in orbits]
+            return QueryPlan(plans, aut, _ratio(size, aut if subgraphs else 1),
+                             _ratio(1, aut if subgraphs else 1))
+    conditions = sym.conditions if subgraphs or not listing else ()
     plans = []
     for a, b, _ in q.edges:
         plans.append(_plan_edge(q, adj, a, b, conditions, label_share))
         plans.append(_plan_edge(q, adj, b, a, conditions, label_share))
-    return plans, sym.automorphisms
+    k = 1 if subgraphs or listing else aut
+    return QueryPlan(plans, aut, (k, 1), (k, 1))
 
 
 @dataclass(frozen=True, slots=True)

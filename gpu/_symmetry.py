@@ -1,10 +1,15 @@
-"""Label-preserving automorphisms of ``Q`` and symmetry-breaking conditions.
+"""Label-preserving automorphisms of ``Q``: symmetry-breaking conditions and the orbits
+of the directed query edges.
 
 Subgraph counting keeps one embedding per orbit ``{f∘σ : σ ∈ Aut(Q)}``. The
 Grochow-Kellis construction walks a stabiliser chain: pick a vertex ``v`` in a
 non-trivial orbit of the current stabiliser, require ``f(v) < f(w)`` for every other
 ``w`` in that orbit, then fix ``v``. Exactly one embedding per orbit satisfies all
 conditions, and ``|Aut(Q)|`` is the product of the orbit sizes met on the way.
+
+Counting needs no conditions at all (see ``plan_query``): an embedding that uses data
+edge ``(a, b)`` maps exactly one directed query edge onto it, and the directed edges of
+one orbit ``O`` under ``Aut(Q)`` are the image of ``|Aut(Q)| / |O|`` embeddings each.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 
 from ._query import Query
 
-__all__ = ["Symmetry", "analyse_symmetry"]
+__all__ = ["Symmetry", "analyse_symmetry", "edge_orbits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +89,24 @@ def analyse_symmetry(q: Query) -> Symmetry:
         size *= len(best)
         fixed[v] = v
     return Symmetry(conditions=tuple(conditions), automorphisms=size)
+
+
+def edge_orbits(q: Query) -> list[list[tuple[int, int]]]:
+    """Orbits of the directed query edges under ``Aut(Q)`` (edge labels kept), each
+    listed from its first directed edge in the order (u, v), (v, u) of ``q.edges``: the
+    first orbit starts with edge 0 as given."""
+    adj = q.adjacency()
+    directed = [d for a, b, _ in q.edges for d in ((a, b), (b, a))]
+    seen: set[tuple[int, int]] = set()
+    orbits = []
+    for u, v in directed:
+        if (u, v) in seen:
+            continue
+        orbit = [(u, v)] + [
+            (x, y) for x, y in directed
+            if (x, y) != (u, v) and (x, y) not in seen and adj[x][y] == adj[u][v]
+            and len(adj[x]) == len(adj[u]) and len(adj[y]) == len(adj[v])
+            and _find_automorphism(q, adj, {u: x, v: y})]
+        seen.update(orbit)
+        orbits.append(orbit)
+    return orbits

@@ -127,14 +127,17 @@ def test_vertex_delete_expands_in_ascending_neighbour_order() -> None:
     assert eng.graph.num_edges == 0
 
 
-def test_compaction_keeps_every_edge_and_packs_the_pool() -> None:
+@pytest.mark.parametrize("copy_on_write", [True, False], ids=["copy-on-write", "in-place"])
+def test_compaction_keeps_every_edge_and_packs_the_pool(copy_on_write: bool) -> None:
     """Garbage collection between batches of inserts, deletes and new vertices (it packs
     versions in pool order without sorting them all): the alive edges equal a plain
-    replay, and a collection leaves no gap in the pool."""
+    replay, and a collection leaves no gap in the pool. Both version modes: new versions
+    per batch (GPU) and in-place inserts with purges (CPU)."""
     from gpu._graph import HostGraph
 
     rng = np.random.default_rng(4)
     g = HostGraph()
+    g.copy_on_write = copy_on_write
     init_a = rng.integers(0, 300, 2000)
     init_b = (init_a + 1 + rng.integers(0, 299, 2000)) % 300      # no self-loops
     g.load(np.zeros(0, np.int64), np.zeros(0, np.int32), init_a, init_b, np.zeros(2000, np.int32))

@@ -117,7 +117,6 @@ def test_initial_matches_and_automorphism_identity(seed: int) -> None:
         r_e, init_e = eng.register(QuerySpec(q, CountMode.EMBEDDINGS, list_matches=True,
                                              max_matches_per_update=10**6), initial=True)
         r_c, init_c = eng.register(QuerySpec(q, CountMode.EMBEDDINGS), initial=True)
-        assert r_c.count_scale == len(auts)
         assert int(init_c.counts[0, 0]) == len(emb)
         r_s, init_s = eng.register(QuerySpec(q, CountMode.SUBGRAPHS, list_matches=True,
                                              max_matches_per_update=10**6), initial=True)

@@ -4,7 +4,7 @@ import pytest
 
 from gpu import CountMode, Query, QueryError
 from gpu._planner import plan_query
-from gpu._symmetry import analyse_symmetry
+from gpu._symmetry import analyse_symmetry, edge_orbits
 
 
 def _q(n: int, edges: list[tuple[int, int]], labels: list[int | None] | None = None) -> Query:
@@ -35,9 +35,9 @@ def test_edge_labels_break_symmetry() -> None:
 
 def test_one_plan_per_directed_edge_and_backward_sets() -> None:
     q = _q(4, [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)])
-    plans, aut = plan_query(q, CountMode.SUBGRAPHS)
-    assert len(plans) == 10 and aut == 4
-    for p in plans:
+    qp = plan_query(q, CountMode.SUBGRAPHS, listing=True)
+    assert len(qp.plans) == 10 and qp.automorphisms == 4
+    for p in qp.plans:
         seen = {p.levels[0].vertex, p.levels[1].vertex}
         for L, lv in enumerate(p.levels[2:], start=2):
             assert lv.intersect or lv.reuse >= 0
@@ -50,3 +50,34 @@ def test_one_plan_per_directed_edge_and_backward_sets() -> None:
 def test_query_too_large() -> None:
     with pytest.raises(QueryError):
         _q(13, [(i, i + 1) for i in range(12)])
+
+
+@pytest.mark.parametrize(("q", "sizes"), [
+    (_q(3, [(0, 1), (1, 2), (0, 2)]), [6]),                       # triangle: arc-transitive
+    (_q(4, [(0, 1), (1, 2), (2, 3), (3, 0)]), [8]),               # 4-cycle
+    (_q(3, [(0, 1), (1, 2)]), [2, 2]),                            # path: ends, middle
+    (_q(4, [(0, 1), (1, 2), (0, 2), (2, 3)]), [2, 2, 2, 1, 1]),   # tailed triangle
+    (_q(3, [(0, 1), (1, 2), (0, 2)], [1, 1, 2]), [2, 2, 2]),
+])
+def test_edge_orbits_partition_the_directed_edges(q: Query, sizes: list[int]) -> None:
+    orbits = edge_orbits(q)
+    assert sorted(len(o) for o in orbits) == sorted(sizes)
+    flat = [d for o in orbits for d in o]
+    assert sorted(flat) == sorted(d for a, b, _ in q.edges for d in ((a, b), (b, a)))
+    assert orbits[0][0] == q.edges[0][:2]
+    aut = analyse_symmetry(q).automorphisms
+    assert all(aut % len(o) == 0 for o in orbits)   # |O| divides |Aut| (orbit-stabiliser)
+
+
+def test_counting_plans_one_edge_per_orbit_when_orbits_agree_in_size() -> None:
+    tri = _q(3, [(0, 1), (1, 2), (0, 2)])
+    qp = plan_query(tri, CountMode.SUBGRAPHS)
+    assert len(qp.plans) == 1 and qp.scale == (1, 1) and qp.initial_scale == (1, 6)
+    assert not any(lv.greater_than or lv.less_than for lv in qp.plans[0].levels)
+    qp = plan_query(tri, CountMode.EMBEDDINGS)
+    assert len(qp.plans) == 1 and qp.scale == (6, 1) and qp.initial_scale == (1, 1)
+    k4 = _q(4, [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)])
+    assert plan_query(k4, CountMode.SUBGRAPHS).scale == (1, 2)
+    tailed = _q(4, [(0, 1), (1, 2), (0, 2), (2, 3)])   # orbit sizes differ: conditions
+    qp = plan_query(tailed, CountMode.EMBEDDINGS)
+    assert len(qp.plans) == 8 and qp.scale == (2, 1)
