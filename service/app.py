@@ -43,7 +43,7 @@ from streams.codec import (
     encode_control,
     encode_updates,
     updates_from_docs,
-    warm_up_decoder,
+    warm_up_codecs,
 )
 from streams.exceptions import DecodeError, FormatError, KafkaError
 from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
@@ -127,7 +127,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = Engine(s.backend, options=ExecutorOptions(
             graph_budget_bytes=s.gpu_graph_budget_bytes, cache=s.gpu_cache))
         await asyncio.to_thread(warm_up, engine.backend)
-        await asyncio.to_thread(warm_up_decoder)
+        await asyncio.to_thread(warm_up_codecs)
         gc.freeze()   # start-up objects leave the collector's scans: shorter gen-2 pauses
         metrics = Metrics(backend=engine.backend, ops=OP_NAMES.values(), statuses=STATUS_NAMES,
                           reasons=[r for _, code, r in _STATUS if code < 500] + ["invalid"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -41,6 +42,7 @@ from gpu import (
     UpdateStatus,
 )
 from streams import OP_NAMES
+from streams._events import EventColumns, format_events
 from streams.codec import SEQ_STRIDE, LoadPart, QueryDoc, Register, Unregister, Updates, decode
 from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
@@ -54,11 +56,6 @@ log = logging.getLogger("csm.runtime")
 _STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
            UpdateStatus.REJECTED: "rejected"}
 STATUS_NAMES = tuple(_STATUS.values())
-_OPS = tuple(OP_NAMES[UpdateOp(k)] for k in range(len(OP_NAMES)))
-#: a matches-topic message, formatted straight from the delta columns (same keys and order
-#: as the documented event; floats in repr form, as json.dumps writes them)
-_EVENT = ('{"query":%d,"seq":%d,"sub":%d,"op":"%s","src":%d,"dst":%d,"sign":%d,"count":%d,'
-          '"matches":%s,"truncated":%s,"arrived_at":%r,"published_at":%r}')
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +102,43 @@ class _Run:
     batch: UpdateBatch
     task: asyncio.Future[BatchResult]
     t0: float
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(qid: int) -> bytes:
+    """A matches message's key: the query id."""
+    return str(qid).encode()
+
+
+def _listed(result: BatchResult, ii: npt.NDArray[np.int64],
+            jj: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
+    """Where each delta (update ii, query column jj) finds its listed matches, as the
+    listing columns of :class:`EventColumns` (row0 -1: none listed)."""
+    n = len(ii)
+    row0 = np.full(n, -1, np.int64)
+    rows = np.zeros(n, np.int64)
+    width = np.zeros(n, np.int64)
+    trunc = np.zeros(n, np.bool_)
+    flat, base = [], 0
+    for j, q in enumerate(result.query_ids):
+        lst = result.listings.get(q)
+        if lst is None or not len(lst.op_index):
+            continue
+        sel = np.flatnonzero(jj == j)
+        r = np.searchsorted(lst.op_index, ii[sel])
+        r[r >= len(lst.op_index)] = 0
+        hit = lst.op_index[r] == ii[sel]
+        sel, r = sel[hit], r[hit]
+        w = lst.tuples.shape[1]
+        starts = lst.offsets[r]
+        rows[sel] = lst.offsets[r + 1] - starts
+        width[sel] = w
+        trunc[sel] = lst.truncated[r]
+        row0[sel] = base + starts * w
+        flat.append(lst.tuples.reshape(-1))
+        base += lst.tuples.size
+    tuples = np.concatenate(flat).astype(np.int64) if flat else np.zeros(0, np.int64)
+    return {"truncated": trunc, "row0": row0, "rows": rows, "width": width, "tuples": tuples}
 
 
 #: updates per engine batch at most, so decoding the next batch overlaps matching this one
@@ -375,41 +409,32 @@ class Runtime:
         offs = np.fromiter(arrived, np.int64, len(arrived))
         at = np.fromiter(arrived.values(), np.float64, len(arrived))
         order = np.argsort(offs)
-        arr = at[order][np.searchsorted(offs[order], seq // SEQ_STRIDE)]
-        listed = {(int(o), q): r for q, lst in result.listings.items()
-                  for r, o in enumerate(lst.op_index.tolist())}
-        now = time.time()
+        ev = EventColumns(
+            query=qids, seq=seq, sub=sub, op=result.request_op[ii].astype(np.int64),
+            src=result.ops.src[ii], dst=result.ops.dst[ii], count=counts,
+            arrived_at=at[order][np.searchsorted(offs[order], seq // SEQ_STRIDE)],
+            **_listed(result, ii, jj))
+        values, off, headers, hoff = format_events(ev, time.time())
         batches: dict[int, Any] = {}
-        for i, q, sq, sb, c, a, rop, src, dst in zip(
-                ii.tolist(), qids.tolist(), seq.tolist(), sub.tolist(), counts.tolist(),
-                arr.tolist(), result.request_op[ii].tolist(), result.ops.src[ii].tolist(),
-                result.ops.dst[ii].tolist(), strict=True):
-            r = listed.get((i, q))
-            if r is None:
-                matches, trunc = "null", "false"
-            else:
-                lst = result.listings[q]
-                matches = json.dumps(lst.rows_of(r).tolist(), separators=(",", ":"))
-                trunc = "true" if lst.truncated[r] else "false"
-            value = (_EVENT % (q, sq, sb, _OPS[rop], src, dst, 1 if c > 0 else -1, abs(c),
-                               matches, trunc, a, now)).encode()
-            self._append(batches, q % P, str(q).encode(), value, sq, chunk)
+        for k, (q, sq) in enumerate(zip(qids.tolist(), seq.tolist(), strict=True)):
+            value = values[off[k]:off[k + 1]]
+            self._append(batches, q % P, _key(q), value, headers[hoff[k]:hoff[k + 1]], chunk)
             recent = self._recent.get(q)
             if recent is not None:
                 recent.append((sq, value))
         await self._flush(batches, chunk)
         self._tally(chunk, qids, counts)
 
-    def _append(self, batches: dict[int, Any], part: int, key: bytes, value: bytes, seq: int,
+    def _append(self, batches: dict[int, Any], part: int, key: bytes, value: bytes, seq: bytes,
                 chunk: _Chunk) -> None:
         b = batches.get(part)
         if b is None:
             b = batches[part] = self._producer.create_batch()
         if b.append(key=key, value=value, timestamp=None,
-                    headers=[("seq", str(seq).encode())]) is None:   # full: start another
+                    headers=[("seq", seq)]) is None:   # full: start another
             chunk.full.append((part, b))
             b = batches[part] = self._producer.create_batch()
-            b.append(key=key, value=value, timestamp=None, headers=[("seq", str(seq).encode())])
+            b.append(key=key, value=value, timestamp=None, headers=[("seq", seq)])
 
     async def _flush(self, batches: dict[int, Any], chunk: _Chunk) -> None:
         """Submit the record batches in the order they were filled (per partition)."""
@@ -439,8 +464,8 @@ class Runtime:
         event["published_at"] = time.time()
         value = json.dumps(event, separators=(",", ":")).encode()
         batches: dict[int, Any] = {}
-        self._append(batches, q % self.cfg.matches_partitions, str(q).encode(), value,
-                     event["seq"], chunk)
+        self._append(batches, q % self.cfg.matches_partitions, _key(q), value,
+                     str(event["seq"]).encode(), chunk)
         await self._flush(batches, chunk)
         self._tally(chunk, np.array([q]), np.array([event["count"] * event["sign"]]))
         recent = self._recent.get(q)

@@ -29,6 +29,7 @@ from typing_extensions import TypedDict
 
 from gpu import MAX_QUERY_VERTICES, CountMode, Query, QuerySpec, UpdateOp
 
+from ._events import warm_up_formatter
 from ._scan import scan_updates
 from .exceptions import DecodeError
 
@@ -50,7 +51,7 @@ __all__ = [
     "encode_updates",
     "error_text",
     "updates_from_docs",
-    "warm_up_decoder",
+    "warm_up_codecs",
 ]
 
 SEQ_STRIDE = 1_000_000
@@ -263,9 +264,11 @@ def decode(value: bytes | None) -> Updates | Control:
     return _decode_full(value)
 
 
-def warm_up_decoder() -> None:
-    """Compile (or load) the update scanner now rather than on the first message."""
+def warm_up_codecs() -> None:
+    """Compile (or load) the update scanner and the delta formatter now rather than on
+    the first message."""
     decode(b'{"updates": [{"op": "insert", "src": 1, "dst": 2}], "arrived_at": 0.5}')
+    warm_up_formatter()
 
 
 def _decode_full(value: bytes) -> Updates | Control:
