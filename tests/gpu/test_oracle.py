@@ -118,6 +118,8 @@ def test_initial_matches_and_automorphism_identity(seed: int) -> None:
                                              max_matches_per_update=10**6), initial=True)
         r_c, init_c = eng.register(QuerySpec(q, CountMode.EMBEDDINGS), initial=True)
         assert int(init_c.counts[0, 0]) == len(emb)
+        _, init_sc = eng.register(QuerySpec(q, CountMode.SUBGRAPHS), initial=True)
+        assert int(init_sc.counts[0, 0]) == len(project(emb, CountMode.SUBGRAPHS, auts))
         r_s, init_s = eng.register(QuerySpec(q, CountMode.SUBGRAPHS, list_matches=True,
                                              max_matches_per_update=10**6), initial=True)
         assert r_e.automorphisms == len(auts)
