@@ -108,19 +108,26 @@ def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """New version of v's neighbour array (copy-on-write); drops entries no reader can see."""
-    src, n = seg_off[v], seg_len[v]
-    dst = meta[POOL_USED]
-    w = meta[WATERMARK]
+def _copy_live(src, n, dst, w, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """Copy entries src..src+n that a reader can still see (dt > watermark ``w``) to dst
+    on, in order; returns how many. dst <= src is safe (the copy runs forward)."""
     m = 0
     for i in range(src, src + n):
         if dt[i] > w:
-            key[dst + m] = key[i]
-            elab[dst + m] = elab[i]
-            ct[dst + m] = ct[i]
-            dt[dst + m] = dt[i]
+            if dst + m != i:
+                key[dst + m] = key[i]
+                elab[dst + m] = elab[i]
+                ct[dst + m] = ct[i]
+                dt[dst + m] = dt[i]
             m += 1
+    return m
+
+
+@nb.njit(cache=True, nogil=True)
+def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """New version of v's neighbour array (copy-on-write); drops entries no reader can see."""
+    dst = meta[POOL_USED]
+    m = _copy_live(seg_off[v], seg_len[v], dst, meta[WATERMARK], key, elab, ct, dt)
     meta[GARBAGE] += seg_cap[v]
     meta[POOL_USED] = dst + cap
     seg_off[v] = dst
@@ -130,32 +137,13 @@ def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct,
 
 
 @nb.njit(cache=True, nogil=True)
-def _purge(v, meta, seg_off, seg_len, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """In place: drop v's entries no reader can see (dt <= watermark), keeping order."""
-    off, n = seg_off[v], seg_len[v]
-    w = meta[WATERMARK]
-    m = off
-    for i in range(off, off + n):
-        if dt[i] > w:
-            if m != i:
-                key[m] = key[i]
-                elab[m] = elab[i]
-                ct[m] = ct[i]
-                dt[m] = dt[i]
-            m += 1
-    seg_len[v] = m - off
-
-
-@nb.njit(cache=True, nogil=True)
 def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
                   key, elab, ct, dt):  # type: ignore[no-untyped-def]
     need = _need(v, meta, seg_len, seg_cap, seg_batch)
-    if need > 0 and meta[IN_PLACE] != 0:
-        _purge(v, meta, seg_off, seg_len, key, elab, ct, dt)
-        if seg_len[v] < seg_cap[v]:
-            need = 0
-        else:
-            need = 2 * np.int64(seg_len[v]) + 2
+    if need > 0 and meta[IN_PLACE] != 0:   # full: purging the dead entries may make room
+        off = seg_off[v]
+        seg_len[v] = _copy_live(off, seg_len[v], off, meta[WATERMARK], key, elab, ct, dt)
+        need = _need(v, meta, seg_len, seg_cap, seg_batch)
     if need > 0:
         _relocate(v, need, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt)
     off, n = seg_off[v], seg_len[v]
@@ -363,18 +351,11 @@ def compact(meta, nv, order, end, seg_off, seg_len, seg_cap, key, elab, ct, dt):
     p = 0
     for r in range(nv):
         v = out[r]
-        off, n = seg_off[v], seg_len[v]
-        start = p
-        for i in range(off, off + n):
-            if dt[i] > w:
-                key[p] = key[i]
-                elab[p] = elab[i]
-                ct[p] = ct[i]
-                dt[p] = dt[i]
-                p += 1
-        seg_off[v] = start
-        seg_len[v] = p - start
-        seg_cap[v] = p - start
+        m = _copy_live(seg_off[v], seg_len[v], p, w, key, elab, ct, dt)
+        seg_off[v] = p
+        seg_len[v] = m
+        seg_cap[v] = m
+        p += m
     meta[POOL_USED] = p
     meta[GARBAGE] = 0
     return out

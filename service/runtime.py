@@ -42,8 +42,17 @@ from gpu import (
     UpdateStatus,
 )
 from streams import OP_NAMES
-from streams._events import EventColumns, format_events
-from streams.codec import SEQ_STRIDE, LoadPart, QueryDoc, Register, Unregister, Updates, decode
+from streams.codec import (
+    SEQ_STRIDE,
+    EventColumns,
+    LoadPart,
+    QueryDoc,
+    Register,
+    Unregister,
+    Updates,
+    decode,
+    format_events,
+)
 from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
 

@@ -29,7 +29,7 @@ from typing_extensions import TypedDict
 
 from gpu import MAX_QUERY_VERTICES, CountMode, Query, QuerySpec, UpdateOp
 
-from ._events import warm_up_formatter
+from ._events import EventColumns, format_events, warm_up_formatter
 from ._scan import scan_updates
 from .exceptions import DecodeError
 
@@ -38,6 +38,7 @@ __all__ = [
     "SEQ_STRIDE",
     "Columns",
     "Control",
+    "EventColumns",
     "LoadPart",
     "QueryDoc",
     "Register",
@@ -50,6 +51,7 @@ __all__ = [
     "encode_control",
     "encode_updates",
     "error_text",
+    "format_events",
     "updates_from_docs",
     "warm_up_codecs",
 ]
