@@ -1,13 +1,16 @@
 """GPU executor benchmarks (issue: DCSM runtime). Writes docs/benchmarks.md (section "GPU
 executor") and, with --plots DIR, the two PNG curves.
 
-    python bench/gpu_bench.py [--yeast DIR] [--sections yeast,batch,latency] [--plots docs]
+    python bench/gpu_bench.py [--yeast DIR] [--sections yeast,batch,breakdown,updater,latency]
+                              [--plots docs]
 
 * yeast: the 20 Yeast insertion and deletion runs (embeddings), each query on a fresh
   engine, whole stream per run, GPU against the CPU executor on the same machine and
   against RapidFlow's 0.75 s;
 * batch: throughput against the updater batch size b on a generated power-law stream
   (45% of the edges inserted, 5% deleted);
+* breakdown: where one batch's time goes on the host-updater path, phase by phase;
+* updater: the device graph updater against the host updater, per batch size;
 * latency: response time (arrival to delta ready) against the update rate, with
   exponential inter-arrival times, batches closed at b updates or after t seconds.
 """
@@ -30,11 +33,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _harness import PIPELINE, engine, time_run, write_section  # noqa: E402
 
 from gpu import CountMode, Engine, QuerySpec, UpdateBatch, warm_up  # noqa: E402
-from streams import GenConfig, generate, read_graph, read_query, read_stream  # noqa: E402
+from streams import (  # noqa: E402
+    GenConfig,
+    generate,
+    iter_chunks,
+    read_graph,
+    read_query,
+    read_stream,
+)
 
 RAPIDFLOW_INSERT_SECONDS = 0.75
 BACKEND = os.environ.get("CSM_BENCH_BACKEND", "gpu")  # "cpu" only to smoke-test this script
 BEGIN, END = "<!-- gpu-bench:begin -->", "<!-- gpu-bench:end -->"
+PIPE_BEGIN, PIPE_END = "<!-- gpu-pipeline:begin -->", "<!-- gpu-pipeline:end -->"
 
 
 def _device() -> str:
@@ -134,6 +145,83 @@ def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
         ax.set_title("GPU throughput vs batch size")
         fig.tight_layout()
         fig.savefig(plots / "gpu_batch_size.png", dpi=120)
+    return rows
+
+
+def breakdown(edges: int, window: int) -> list[str]:
+    """Where one batch's time goes on today's path (host updater, install, tasks and
+    launch, wait and result), one batch at a time so that each phase is its own."""
+    cfg, ds = _big_dataset(edges)
+    qs = [q for _, q in ds.queries]
+    stream = ds.stream.slice(0, window)
+    rows = ["The generated 1.2M-edge stream of the batch sweep, its 4 queries (3-5 "
+            "vertices) standing, embeddings; one batch at a time (no pipelining); "
+            "microseconds per batch, median over the batches.", "",
+            "| b | resolve (host updater) | install (pack + copy + 2 launches) | tasks + units "
+            "+ launch | wait + result | total |", "|---|---|---|---|---|---|"]
+    for b in (1, 8, 64, 512):
+        eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)
+        g, ex = eng.graph, eng.executor
+        phases = []
+        for chunk in list(iter_chunks(stream, b))[: max(20, 4000 // b)]:
+            t0 = time.perf_counter()
+            g.set_watermark(g.tick)
+            ops = g.apply(chunk)
+            t1 = time.perf_counter()
+            ex.on_update(g, ops)
+            t2 = time.perf_counter()
+            edge = (ops.op <= 1) & (ops.status == 0)
+            ei = np.flatnonzero(edge)
+            ps = eng._plan_set()
+            tasks = eng._edge_tasks(ops, ei, ps, tuple(eng._queries))
+            ticket = ex.submit(g, ps, tasks) if len(tasks) else None
+            t3 = time.perf_counter()
+            if ticket is not None:
+                ticket.wait()
+            t4 = time.perf_counter()
+            phases.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0))
+        med = np.median(np.array(phases), axis=0) * 1e6
+        rows.append(f"| {b} | " + " | ".join(f"{x:,.0f}" for x in med) + " |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def updater(edges: int, window: int) -> list[str]:
+    """The device graph updater (kernels/update.cu) against the host updater (numba) on
+    the same stream: wall time per batch (host id map, copy, launch, read-back included)
+    and the resolver kernel's own device time."""
+    from gpu import HostGraph
+    from gpu._device_updater import DeviceUpdater
+
+    cfg, ds = _big_dataset(edges)
+    stream = ds.stream.slice(0, window)
+    g0 = ds.initial
+    rows = ["Resolving and installing the same stream (no matching): the host updater "
+            "(numba, today's path, without its install step) against the device updater "
+            "(one warp; one launch per batch, synchronous, results read back).", "",
+            "| b | host updater (updates/s) | device updater wall (updates/s) | device "
+            "updater, kernel only (updates/s) | us per batch, device wall |",
+            "|---|---|---|---|---|"]
+    for b in (1, 8, 64, 512, 4096):
+        chunks = list(iter_chunks(stream, b))[: max(50, 20000 // b)]
+        n = sum(len(c) for c in chunks)
+        host = HostGraph()
+        host.load(g0.vertex_ids, g0.vertex_labels, g0.src, g0.dst, g0.label)
+        t = time.perf_counter()
+        for c in chunks:
+            host.apply(c)
+        th = time.perf_counter() - t
+        dev = DeviceUpdater()
+        dev.load(g0.vertex_ids, g0.vertex_labels, g0.src, g0.dst, g0.label)
+        dev.apply(chunks[0].slice(0, 0))
+        dev.kernel_seconds = 0.0
+        t = time.perf_counter()
+        for c in chunks:
+            dev.apply(c)
+        td = time.perf_counter() - t
+        rows.append(f"| {b} | {n / th:,.0f} | {n / td:,.0f} | {n / dev.kernel_seconds:,.0f} | "
+                    f"{td / len(chunks) * 1e6:,.0f} |")
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -247,12 +335,24 @@ def main() -> None:
     if "batch" in secs:
         lines += ["", "### Throughput against the updater batch size b", ""]
         lines += batch_sweep(args.edges, args.window, args.plots)
+    pipe = ["## GPU pipeline (device-resident updates)", "",
+            f"Command: `python bench/gpu_bench.py --sections {args.sections} --window "
+            f"{args.window}`  ", f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}"]
+    if "breakdown" in secs:
+        pipe += ["", "### Where one batch's time goes (before the device pipeline)", ""]
+        pipe += breakdown(args.edges, args.window)
+    if "updater" in secs:
+        pipe += ["", "### The graph updater on the device", ""]
+        pipe += updater(args.edges, args.window)
     if "latency" in secs:
         for mq in (3, 5):
             lines += ["", f"### Response time against the update rate (queries of 3-{mq} "
                       "vertices)", ""]
             lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots, mq)
-    write_section(args.out, BEGIN, END, lines)
+    if {"yeast", "batch", "latency"} & set(secs):
+        write_section(args.out, BEGIN, END, lines)
+    if {"breakdown", "updater"} & set(secs):
+        write_section(args.out, PIPE_BEGIN, PIPE_END, pipe)
 
 
 if __name__ == "__main__":

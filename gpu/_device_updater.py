@@ -1,0 +1,353 @@
+"""The device-owned graph and its updater (DCSM's graph updater, issue: device pipeline).
+
+The host keeps only the id map (external id -> dense *slot*, compiled, O(b) per batch)
+and hands the device raw updates; ``kernels/update.cu::apply_updates`` resolves them in
+arrival order and builds the new versions on the device, with exactly the semantics of
+the host updater (``HostGraph.apply`` in copy-on-write mode): the same statuses, internal
+ids, ticks and visible version contents. The pool, the per-vertex words and labels are
+laid out as :class:`DeviceGraph` lays them out, so the matching kernel reads either.
+
+This is the first stage of the device-resident pipeline: one launch per batch, results
+read back per batch. The persistent kernel will run the same resolver as its updater
+warp, fed from a mapped ring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba as nb
+import numpy as np
+import numpy.typing as npt
+
+from . import _graph_kernels as K
+from ._cuda import cupy_or_raise, kernel
+from ._device_graph import SEG_BITS, mapped_zeros
+from ._graph import HostGraph, OpTable
+from ._idmap import IdMap, slot_of
+from ._types import UpdateBatch, UpdateOp
+from .exceptions import BackendError
+
+__all__ = ["DeviceUpdater", "UpdaterStats"]
+
+# meta words: must equal the enum in kernels/update.cu
+(M_NV, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE, M_MAXLEN, M_RESUME,
+ M_NOUT, M_CODE, M_LAUNCH, M_SIZE) = range(13)
+DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
+_VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
+
+
+@nb.njit(cache=True, nogil=True)
+def _intern(keys, vals, used, xs, skip, count, new_ext):  # type: ignore[no-untyped-def]
+    """Slot of every ``xs[i]`` (-1 where ``skip[i]``), giving unseen ids the next slots;
+    their external ids go to ``new_ext``. Returns (slots, how many are new)."""
+    out = np.empty(len(xs), np.int32)
+    n_new = 0
+    for i in range(len(xs)):
+        if skip[i]:
+            out[i] = -1
+            continue
+        s = slot_of(keys, used, xs[i])
+        if used[s] == 0:
+            used[s] = 1
+            keys[s] = xs[i]
+            vals[s] = count + n_new
+            new_ext[n_new] = xs[i]
+            n_new += 1
+        out[i] = vals[s]
+    return out, n_new
+
+
+class UpdaterStats:
+    """Counters of the device graph (read back after each batch)."""
+
+    def __init__(self, meta: npt.NDArray[np.int64]) -> None:
+        self.num_vertices = int(meta[M_NV])
+        self.pool_used = int(meta[M_POOL_USED])
+        self.tick = int(meta[M_TICK])
+        self.num_edges = int(meta[M_NEDGES])
+        self.garbage = int(meta[M_GARBAGE])
+        self.max_len = int(meta[M_MAXLEN])
+
+
+class DeviceUpdater:
+    """Owns the multi-version graph on the device and applies raw update batches to it."""
+
+    _POOL = (("key", np.int64), ("elab", np.int32), ("ct", np.int64), ("dt", np.int64))
+    _VERT = (("seg", np.int64), ("vlabel", np.int32), ("off", np.int64), ("len", np.int32),
+             ("cap", np.int32), ("vbatch", np.int64), ("vdeg", np.int32),
+             ("valive", np.uint8), ("vslot", np.int32), ("vext", np.int64), ("vpub", np.int64),
+             ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32))
+    _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
+            ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
+            ("status", np.int8), ("reason", np.int8))
+
+    # device arrays, (re)allocated by the _alloc/_grow helpers from the tables above
+    key: Any
+    elab: Any
+    ct: Any
+    dt: Any
+    seg: Any
+    vlabel: Any
+    off: Any
+    len: Any
+    cap: Any
+    vbatch: Any
+    vdeg: Any
+    valive: Any
+    vslot: Any
+    vext: Any
+    vpub: Any
+    nbr: Any
+    nbr_ext: Any
+    order: Any
+    slot_vid: Any
+    slot_ext: Any
+    touched: Any
+
+    def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
+                 stream: Any = None) -> None:
+        self.cp = cp = cupy_or_raise()
+        self.stream = stream or cp.cuda.Stream(non_blocking=True)
+        self._apply = kernel("update", "apply_updates")
+        self._compact = kernel("update", "compact_pool")
+        self.ids = IdMap(vertex_capacity)
+        self.n_slots = 0
+        self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
+        self._meta_ptr = np.uint64(cp.cuda.runtime.pointerGetAttributes(
+            self.meta.ctypes.data).devicePointer)
+        self.reclaimed = 0
+        self.compactions = 0
+        #: device time of the resolver launches so far (benchmarks)
+        self.kernel_seconds = 0.0
+        with self.stream:
+            self._alloc_pool(max(16, pool_capacity))
+            self._vcap = 0
+            self._grow_vertices(max(16, vertex_capacity))
+            self._scap = 0
+            self._grow_slots(max(16, vertex_capacity))
+            self._ocap = 0
+            self._grow_out(1024)
+
+    # -- storage --------------------------------------------------------------------
+    def _alloc_pool(self, cap: int) -> None:
+        cp = self.cp
+        for name, dt in self._POOL:
+            setattr(self, name, cp.zeros(cap, dt))
+        self._pcap = cap
+
+    @staticmethod
+    def _regrow(cp: Any, old: Any, cap: int, dt: Any, fill: int = 0) -> Any:
+        new = cp.full(cap, fill, dt) if fill else cp.zeros(cap, dt)
+        if old is not None:
+            new[: len(old)] = old
+        return new
+
+    def _grow_vertices(self, cap: int) -> None:
+        for name, dt in self._VERT:
+            fill = -1 if name == "vbatch" else 0
+            setattr(self, name, self._regrow(self.cp, getattr(self, name, None), cap, dt, fill))
+        self.touched = self.cp.zeros(cap + 64, self.cp.int32)   # once per vertex a launch
+        self._vcap = cap
+
+    def _grow_slots(self, cap: int) -> None:
+        cp = self.cp
+        self.slot_vid = self._regrow(cp, getattr(self, "slot_vid", None), cap, cp.int32, -1)
+        self.slot_ext = self._regrow(cp, getattr(self, "slot_ext", None), cap, cp.int64)
+        self._scap = cap
+
+    def _grow_out(self, cap: int) -> None:
+        for name, dt in self._OUT:
+            setattr(self, "o_" + name, self._regrow(self.cp, getattr(self, "o_" + name, None),
+                                                     cap, dt))
+        self._ocap = cap
+
+    def arrays(self) -> tuple[Any, ...]:
+        """What the matching kernel reads: pool columns, version words, labels."""
+        return (self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel)
+
+    @property
+    def stats(self) -> UpdaterStats:
+        return UpdaterStats(self.meta)
+
+    def set_watermark(self, tick: int) -> None:
+        """Every update with tick <= ``tick`` has finished matching (its entries may go)."""
+        self.meta[M_WATERMARK] = tick
+
+    # -- loading --------------------------------------------------------------------------
+    def load(self, vertex_ids: npt.ArrayLike, vertex_labels: npt.ArrayLike, src: npt.ArrayLike,
+             dst: npt.ArrayLike, label: npt.ArrayLike) -> None:
+        """Bulk-load the initial graph (empty graph only): built as the host graph builds
+        it (same internal ids), then copied once; loaded vertices take slots 0..n-1."""
+        if self.meta[M_NV] or self.meta[M_TICK]:
+            raise BackendError("bulk load needs an empty graph")
+        g = HostGraph()
+        g.load(np.asarray(vertex_ids, np.int64), np.asarray(vertex_labels, np.int32),
+               np.asarray(src, np.int64), np.asarray(dst, np.int64),
+               np.asarray(label, np.int32))
+        nv, used = g.num_vertices, g.pool_used
+        with self.stream:
+            if used * 3 > self._pcap:
+                self._alloc_pool(max(3 * used, 4096))
+            if nv + max(1024, nv // 4) > self._vcap:
+                self._grow_vertices(nv + max(1024, nv // 4))
+            if nv > self._scap:
+                self._grow_slots(2 * nv)
+            for name in ("key", "elab", "ct", "dt"):
+                getattr(self, name)[:used].set(getattr(g, name)[:used], stream=self.stream)
+            words = (g.seg_off[:nv].astype(np.int64) << SEG_BITS) | g.seg_len[:nv]
+            for dev, host in ((self.seg, words), (self.vlabel, g.vlabel[:nv]),
+                              (self.off, g.seg_off[:nv]), (self.len, g.seg_len[:nv]),
+                              (self.cap, g.seg_cap[:nv]), (self.vbatch, g.seg_batch[:nv]),
+                              (self.vdeg, g.vdeg[:nv]), (self.valive, g.valive[:nv]),
+                              (self.vext, g.vext[:nv]),
+                              (self.vslot, np.arange(nv, dtype=np.int32)),
+                              (self.slot_vid, np.arange(nv, dtype=np.int32)),
+                              (self.slot_ext, g.vext[:nv])):
+                dev[:nv].set(np.ascontiguousarray(host), stream=self.stream)
+        self.ids.reserve(nv)
+        new_ext = np.empty(nv, np.int64)
+        _, n_new = _intern(self.ids.keys, self.ids.vals, self.ids.used, g.vext[:nv].copy(),
+                           np.zeros(nv, np.bool_), 0, new_ext)
+        self.n_slots = self.ids.count = int(n_new)
+        self.meta[M_NV] = nv
+        self.meta[M_POOL_USED] = used
+        self.meta[M_NEDGES] = g.num_edges
+        self.meta[M_MAXLEN] = g.max_degree_bound()
+        self.stream.synchronize()
+
+    # -- updates --------------------------------------------------------------------------
+    def _slots(self, batch: UpdateBatch) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        n = len(batch)
+        self.ids.reserve(2 * n)
+        new_ext = np.empty(2 * n, np.int64)
+        vertex_op = batch.op >= _VERTEX_OPS
+        sx, k1 = _intern(self.ids.keys, self.ids.vals, self.ids.used, batch.src,
+                         np.zeros(n, np.bool_), self.n_slots, new_ext)
+        sy, k2 = _intern(self.ids.keys, self.ids.vals, self.ids.used, batch.dst, vertex_op,
+                         self.n_slots + k1, new_ext[k1:])
+        k = int(k1) + int(k2)
+        if k:
+            if self.n_slots + k > self._scap:
+                with self.stream:
+                    self._grow_slots(2 * (self.n_slots + k))
+            self.slot_ext[self.n_slots:self.n_slots + k].set(new_ext[:k], stream=self.stream)
+            self.n_slots += k
+            self.ids.count = self.n_slots
+        return sx, sy
+
+    def apply(self, batch: UpdateBatch) -> OpTable:
+        """Resolve and install ``batch`` on the device; returns its primitive updates."""
+        n = len(batch)
+        sx, sy = self._slots(batch)
+        cp = self.cp
+        buf = np.empty(4 * n, np.int32)
+        buf[:n], buf[n:2 * n], buf[2 * n:3 * n], buf[3 * n:] = batch.op, sx, sy, batch.label
+        self.meta[M_BATCH] += 1
+        if self._ocap < n + 16:
+            with self.stream:
+                self._grow_out(2 * n + 16)
+        i, n_out, stuck = 0, 0, -1
+        with self.stream:
+            dbuf = cp.asarray(buf)
+            while True:
+                e0 = self.stream.record()
+                self._launch(dbuf, n, i, n_out)
+                e1 = self.stream.record()
+                e1.synchronize()
+                self.kernel_seconds += cp.cuda.get_elapsed_time(e0, e1) / 1e3
+                code = int(self.meta[M_CODE])
+                i, n_out = int(self.meta[M_RESUME]), int(self.meta[M_NOUT])
+                if code == DONE:
+                    break
+                if code == NEED_POOL:   # collected already and still short: one huge version
+                    self.compact(grow=True, at_least=2 * self._pcap if i == stuck else 0)
+                    stuck = i
+                elif code == NEED_OUT:
+                    self._grow_out(2 * self._ocap + int(cp.max(self.vdeg).get()) + 16)
+                elif code == NEED_VERTEX:
+                    self._grow_vertices(2 * self._vcap)
+                else:  # pragma: no cover - the kernel writes only the codes above
+                    raise BackendError(f"device updater returned code {code}")
+        return self._ops(n_out)
+
+    def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
+        self._apply((1,), (32,), (
+            np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
+            dbuf[2 * n:3 * n], dbuf[3 * n:],
+            self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel,
+            self.off, self.len, self.cap, self.vbatch, self.vdeg, self.valive,
+            self.vslot, self.vext, self.vpub, self.slot_vid, self.slot_ext,
+            np.int64(self._pcap), np.int64(self._vcap),
+            *(getattr(self, "o_" + name) for name, _ in self._OUT), np.int64(self._ocap),
+            self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr))
+
+    def _ops(self, n: int) -> OpTable:
+        cols = {name: getattr(self, "o_" + name)[:n].get(stream=self.stream)
+                for name, _ in self._OUT}
+        return OpTable(**cols)
+
+    # -- collection -----------------------------------------------------------------------
+    def compact(self, grow: bool = False, at_least: int = 0) -> None:
+        """Drop entries no reader can see and pack the versions into a fresh pool (nothing
+        may be in flight); with ``grow`` the pool grows to three times what stays if that
+        leaves it over half full, as the host graph does, and to ``at_least``."""
+        cp = self.cp
+        nv = int(self.meta[M_NV])
+        with self.stream:
+            ln = self.len[:nv].astype(cp.int64)
+            new_off = cp.cumsum(ln) - ln
+            total = int(ln.sum().get()) if nv else 0
+            cap = self._pcap
+            if grow and 2 * total > cap:
+                cap = 3 * total
+            cap = max(cap, at_least)
+            old = (self.key, self.elab, self.ct, self.dt)
+            self._alloc_pool(max(cap, 16))
+            live = cp.zeros(1, cp.uint64)
+            if nv:
+                blocks = min(4096, (nv * 32 + 255) // 256)
+                self._compact((blocks,), (256,), (
+                    np.int64(nv), new_off, *old, self.key, self.elab, self.ct, self.dt,
+                    self.off, self.len, self.cap, self.seg, np.int64(self.meta[M_WATERMARK]),
+                    live))
+            kept = int(live.get()[0])
+        self.stream.synchronize()
+        before = int(self.meta[M_POOL_USED])
+        self.meta[M_POOL_USED] = total
+        self.meta[M_GARBAGE] = total - kept
+        self.reclaimed += before - kept
+        self.compactions += 1
+
+    # -- reads for checks -----------------------------------------------------------------
+    def versions(self) -> list[npt.NDArray[np.int64]]:
+        """Per internal vertex, its current version's entries that a reader after the
+        watermark can see, as rows (key, elab, ct, dt): what matching can observe."""
+        nv = int(self.meta[M_NV])
+        off, ln = self.off[:nv].get(), self.len[:nv].get()
+        cols = [getattr(self, n).get() for n, _ in self._POOL]
+        return _visible(off, ln, cols, int(self.meta[M_WATERMARK]))
+
+    def vertex_state(self) -> dict[str, npt.NDArray[np.generic]]:
+        nv = int(self.meta[M_NV])
+        return {n: getattr(self, n)[:nv].get() for n in ("vlabel", "vdeg", "valive", "vext")}
+
+
+def host_versions(g: HostGraph) -> list[npt.NDArray[np.int64]]:
+    """:meth:`DeviceUpdater.versions` of a host graph (the parity test's reference)."""
+    nv = g.num_vertices
+    return _visible(g.seg_off[:nv], g.seg_len[:nv], [g.key, g.elab, g.ct, g.dt],
+                    int(g.meta[K.WATERMARK]))
+
+
+def _visible(off: npt.NDArray[np.int64], ln: npt.NDArray[np.int32],
+             cols: list[npt.NDArray[np.generic]], watermark: int) -> list[npt.NDArray[np.int64]]:
+    key, elab, ct, dt = cols
+    out = []
+    for v in range(len(off)):
+        s = slice(int(off[v]), int(off[v]) + int(ln[v]))
+        rows = np.stack([key[s], elab[s].astype(np.int64), ct[s], dt[s]], axis=1)
+        out.append(rows[rows[:, 3] > watermark])
+    return out
+
+
