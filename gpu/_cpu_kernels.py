@@ -314,7 +314,13 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                 _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key,
                          elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
             base = _count_level(last, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
-            if base > 0:
+            lab_l, lab_t = pl[p, F_LABEL, L], pl[p, F_LABEL, last]
+            if base > 0 and lab_l != _WILD and lab_t != _WILD and lab_l != lab_t:
+                # different labels never collide: |valid(L)| x |valid(last)|, no scan. L's
+                # query neighbours are all placed (last is not one), so the degree filter
+                # of the scan below holds for every candidate already
+                total += base * _count_level(L, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
+            elif base > 0:
                 tb = raw[rrow[last]]
                 tlo, thi = ilo[last], ihi[last]
                 tlab = pl[p, F_LABEL, last]

@@ -136,6 +136,19 @@ def _relocate(v, cap, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct,
     seg_batch[v] = meta[BATCH]
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _shift_up(a, lo, hi):  # type: ignore[no-untyped-def]
+    """a[lo+1:hi+1] = a[lo:hi]. Unsigned indices (no wraparound branch) and one array per
+    loop let LLVM vectorise it: a hub's insertion moves hundreds of entries, and this is
+    2x faster than the four arrays moved together with signed indices."""
+    one = np.uint64(1)
+    i = np.uint64(hi)
+    stop = np.uint64(lo)
+    while i > stop:
+        a[i] = a[i - one]
+        i -= one
+
+
 @nb.njit(cache=True, nogil=True)
 def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
                   key, elab, ct, dt):  # type: ignore[no-untyped-def]
@@ -155,11 +168,10 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
             lo = mid + 1
         else:
             hi = mid
-    for i in range(off + n, lo, -1):
-        key[i] = key[i - 1]
-        elab[i] = elab[i - 1]
-        ct[i] = ct[i - 1]
-        dt[i] = dt[i - 1]
+    _shift_up(key, lo, off + n)
+    _shift_up(elab, lo, off + n)
+    _shift_up(ct, lo, off + n)
+    _shift_up(dt, lo, off + n)
     key[lo] = k
     elab[lo] = el
     ct[lo] = tick
