@@ -180,6 +180,30 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
 
 
 @nb.njit(cache=True, nogil=True)
+def new_vertex_bound(ops, src, dst, keys, vals, used):  # type: ignore[no-untyped-def]
+    """How many internal ids ``apply_batch`` may create: every vertex insertion, and every
+    edge-insertion end unknown now (an upper bound; an edge stream over known vertices
+    reserves nothing, instead of growing the vertex arrays by twice the batch). A vertex
+    deletion makes a known id unknown again: then every insertion end counts."""
+    m = 0
+    for i in range(len(ops)):
+        if ops[i] == _DEL_V:
+            return 2 * len(ops)
+    for i in range(len(ops)):
+        op = ops[i]
+        if op == _INS_V:
+            m += 1
+        elif op == _INS_E:
+            s = slot_of(keys, used, src[i])
+            if used[s] == 0 or vals[s] < 0:
+                m += 1
+            s = slot_of(keys, used, dst[i])
+            if used[s] == 0 or vals[s] < 0:
+                m += 1
+    return m
+
+
+@nb.njit(cache=True, nogil=True)
 def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
                 key, elab, ct, dt,
