@@ -249,9 +249,66 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
     return c
 
 
+#: slots of the per-thread memo of last-level counts (direct-mapped, tagged by run)
+MEMO_SLOTS = 1 << 12
+
+
+@nb.njit(cache=True, nogil=True)
+def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
+    """The one non-root level d the last level's candidates depend on, or -1.
+
+    When the last level is labelled, intersects the lists of the roots and of d only
+    (no reused set) and its masks name only those levels, its count less the roots is a
+    function of f[d] alone for the whole run: hubs come back as f[d] under many prefixes
+    (a 5-cycle's middle vertex), and each comes back to a memo, not an intersection.
+    """
+    last = n - 1
+    if last < 3 or pl[p, F_LABEL, last] == _WILD or pl[p, F_REUSE, last] >= 0:
+        return -1
+    d = -1
+    off = pl[p, F_NBOFF, last]
+    for j in range(pl[p, F_NBCNT, last]):
+        lvl = nb_level[off + j]
+        if lvl >= 2:
+            if d >= 0:
+                return -1
+            d = lvl
+    if d < 0:
+        return -1
+    other = (pl[p, F_GT, last] | pl[p, F_LT, last]) & ~(3 | (1 << d))
+    return -1 if other else d
+
+
+@nb.njit(cache=True, nogil=True)
+def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """x (of level L's label) is a candidate of level L under f: adjacent to every
+    intersected level at tick k, within the masks."""
+    lab = pl[p, F_LABEL, L]
+    kx = make_key(lab, x)
+    off = pl[p, F_NBOFF, L]
+    for j in range(pl[p, F_NBCNT, L]):
+        w = f[nb_level[off + j]]
+        lo, hi = _label_range(key, seg_off[w], seg_len[w], lab)
+        q = lower_bound(key, lo, hi, kx)
+        seen = False
+        while q < hi and key[q] == kx:
+            if _visible(elab, ct, dt, q, k, nb_label[off + j]):
+                seen = True
+                break
+            q += 1
+        if not seen:
+            return False
+    gm = pl[p, F_GT, L]
+    lm = pl[p, F_LT, L]
+    for j in range(L):
+        if ((gm >> j) & 1 and x <= f[j]) or ((lm >> j) & 1 and x >= f[j]):
+            return False
+    return True
+
+
 @nb.njit(cache=True, nogil=True)
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
-             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, out, out_row, cap):  # type: ignore[no-untyped-def]
+             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, out, out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
 
     With ``cap`` < 0 only counts; otherwise writes up to ``cap`` tuples (query-vertex
@@ -281,8 +338,32 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     last = n - 1
     # two independent tail levels: count |valid(last-1)| x |valid(last)| minus overlaps
     pair_tail = (not listing) and last >= 3 and pl[p, F_DEP, last] < last - 1
+    memo_d = -1 if listing or pair_tail else _memo_level(p, pl, nb_level, n)
+    run = clock
+    mlab = pl[p, F_LABEL, last]
     L = 2
     while L >= 2:
+        if L == last and memo_d >= 0:
+            x = f[memo_d]
+            h = x & (MEMO_SLOTS - 1)
+            if memo[0, h] == run and memo[1, h] == x:
+                c = memo[2, h]
+            else:
+                if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
+                    clock += 1
+                    stamp[2, L] = clock
+                    _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
+                             key, elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                c = _count_level(L, 2, p, f, pl, vlabel, raw, rrow, ilo, ihi)
+                memo[0, h], memo[1, h], memo[2, h] = run, x, c
+            for j in range(2, L):   # the other bound vertices that may be candidates
+                if j != memo_d and vlabel[f[j]] == mlab and _member(
+                        f[j], L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key,
+                        elab, ct, dt):
+                    c -= 1
+            total += c
+            L -= 1
+            continue
         if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
             clock += 1
             stamp[2, L] = clock
@@ -314,7 +395,13 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                 _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key,
                          elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
             base = _count_level(last, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
-            if base > 0:
+            lab_l, lab_t = pl[p, F_LABEL, L], pl[p, F_LABEL, last]
+            if base > 0 and lab_l != _WILD and lab_t != _WILD and lab_l != lab_t:
+                # different labels never collide: |valid(L)| x |valid(last)|, no scan. L's
+                # query neighbours are all placed (last is not one), so the degree filter
+                # of the scan below holds for every candidate already
+                total += base * _count_level(L, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
+            elif base > 0:
                 tb = raw[rrow[last]]
                 tlo, thi = ilo[last], ihi[last]
                 tlab = pl[p, F_LABEL, last]
@@ -393,13 +480,14 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
     dummy = np.empty((1, 1), np.int32)
     for t in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
+        memo = np.zeros((3, MEMO_SLOTS), np.int64)
         for r in range(t, ntask, nthreads):
             i = order[r]
             c = 0
             for p in range(t_plo[i], t_phi[i]):
                 c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                               seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, stamp, dummy, 0, -1)
+                              rlo, rhi, ilo, ihi, ranges, stamp, memo, dummy, 0, -1)
             counts[i] = c
     return counts
 
@@ -410,6 +498,7 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
     for t in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
+        memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
         for s in range(t, len(sel), nthreads):
             i = sel[s]
             got = 0
@@ -418,5 +507,5 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                     break
                 got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                                 seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                                rlo, rhi, ilo, ihi, ranges, stamp, out, rows_off[s] + got,
+                                rlo, rhi, ilo, ihi, ranges, stamp, memo, out, rows_off[s] + got,
                                 caps[s] - got)

@@ -191,7 +191,8 @@ class HostGraph:
     # -- updates --------------------------------------------------------------
     def apply(self, batch: UpdateBatch) -> OpTable:
         n = len(batch)
-        self.reserve_vertices(2 * n + 2)
+        self.reserve_vertices(K.new_vertex_bound(batch.op, batch.src, batch.dst, self.ids.keys,
+                                                 self.ids.vals, self.ids.used) + 2)
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)

@@ -75,7 +75,17 @@ def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
             back = sum(1 for w in adj[v] if w in placed)
             lab = q.vertex_labels[v]
             share = 1.0 if lab is None else (0.5 if freq is None else freq.get(lab, 0.0))
-            return (min(back, 2), -share, back, len(adj[v]), -v)
+            # labels within a half-octave of each other count as equally rare: then the
+            # vertex that closes more others wins (they become independent tail levels,
+            # counted as a product rather than enumerated one inside the other)
+            rarity = -math.floor(2 * math.log2(share)) if share > 0 else 99
+            closes = sum(1 for w in range(q.n) if w not in placed and w != v
+                         and all(x in placed or x == v for x in adj[w]))
+            # then extend from the deepest placed vertex: a cycle grown from one side of
+            # the root closes at a root, so its last level depends on one non-root level
+            # only and the kernel memoises its count (``_memo_level``)
+            deepest = max((order.index(w) for w in adj[v] if w in placed), default=-1)
+            return (min(back, 2), rarity, closes, deepest, -share, back, len(adj[v]), -v)
 
         frontier = [v for v in range(q.n) if v not in placed and any(w in placed for w in adj[v])]
         # a vertex whose neighbours are all placed constrains nothing later: placed last
