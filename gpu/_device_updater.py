@@ -77,7 +77,16 @@ class DeviceUpdater:
     _VERT = (("seg", np.int64), ("vlabel", np.int32), ("off", np.int64), ("len", np.int32),
              ("cap", np.int32), ("vbatch", np.int64), ("vdeg", np.int32),
              ("valive", np.uint8), ("vslot", np.int32), ("vext", np.int64), ("vpub", np.int64),
-             ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32))
+             ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32),
+             ("vtile", np.int64), ("vcnt", np.int32), ("vown", np.int32))
+    #: the parallel resolver's per-tile scratch (kernels/update.cu: TILE = 1024)
+    _TILE = 1024
+    _TILE_SCRATCH = (("owners", np.int32, 2), ("bucket", np.int32, 2), ("e_owner", np.int32, 2),
+                     ("e_key", np.int64, 2), ("e_lab", np.int32, 2), ("e_ct", np.int64, 2),
+                     ("e_dt", np.int64, 2), ("b_key", np.int64, 2), ("b_lab", np.int32, 2),
+                     ("b_ct", np.int64, 2), ("b_dt", np.int64, 2), ("s_key", np.int64, 2),
+                     ("s_lab", np.int32, 2), ("s_ct", np.int64, 2), ("s_dt", np.int64, 2),
+                     ("e_pos", np.int32, 2))
     _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
             ("status", np.int8), ("reason", np.int8))
@@ -103,13 +112,19 @@ class DeviceUpdater:
     order: Any
     slot_vid: Any
     slot_ext: Any
+    slot_first: Any
+    vtile: Any
+    vcnt: Any
+    vown: Any
     touched: Any
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
-                 stream: Any = None) -> None:
+                 stream: Any = None, parallel: bool = True) -> None:
         self.cp = cp = cupy_or_raise()
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
-        self._apply = kernel("update", "apply_updates")
+        #: resolve edge-only tiles in parallel (``apply_batch``) or every update on one warp
+        self.parallel = parallel
+        self._apply = kernel("update", "apply_batch" if parallel else "apply_updates")
         self._compact = kernel("update", "compact_pool")
         self.ids = IdMap(vertex_capacity)
         self.n_slots = 0
@@ -121,6 +136,7 @@ class DeviceUpdater:
         #: device time of the resolver launches so far (benchmarks)
         self.kernel_seconds = 0.0
         with self.stream:
+            self._tile_scratch()
             self._alloc_pool(max(16, pool_capacity))
             self._vcap = 0
             self._grow_vertices(max(16, vertex_capacity))
@@ -145,8 +161,9 @@ class DeviceUpdater:
 
     def _grow_vertices(self, cap: int) -> None:
         for name, dt in self._VERT:
-            fill = -1 if name == "vbatch" else 0
+            fill = -1 if name in ("vbatch", "vtile") else 0
             setattr(self, name, self._regrow(self.cp, getattr(self, name, None), cap, dt, fill))
+        self._scratch_ptrs = None
         self.touched = self.cp.zeros(cap + 64, self.cp.int32)   # once per vertex a launch
         self._vcap = cap
 
@@ -154,7 +171,22 @@ class DeviceUpdater:
         cp = self.cp
         self.slot_vid = self._regrow(cp, getattr(self, "slot_vid", None), cap, cp.int32, -1)
         self.slot_ext = self._regrow(cp, getattr(self, "slot_ext", None), cap, cp.int64)
+        self.slot_first = cp.full(cap, 0x7FFFFFFF, cp.int32)   # empty between tiles
         self._scap = cap
+        self._scratch_ptrs = None
+
+    def _tile_scratch(self) -> None:
+        self._tiles = {name: self.cp.zeros(k * self._TILE + 1, dt)
+                       for name, dt, k in self._TILE_SCRATCH}
+        self._scratch_ptrs = None
+
+    def _scratch(self) -> Any:
+        """The parallel resolver's scratch pointers, in kernels/update.cu's Scratch order."""
+        if self._scratch_ptrs is None:
+            arrs = [self.slot_first, self.vtile, self.vcnt, self.vown,
+                    *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH)]
+            self._scratch_ptrs = self.cp.asarray(np.array([a.data.ptr for a in arrs], np.int64))
+        return self._scratch_ptrs
 
     def _grow_out(self, cap: int) -> None:
         for name, dt in self._OUT:
@@ -272,7 +304,8 @@ class DeviceUpdater:
         return self._ops(n_out)
 
     def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
-        self._apply((1,), (32,), (
+        extra = (self._scratch(),) if self.parallel else ()
+        self._apply((1,), (self._TILE if self.parallel else 32,), (
             np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
             dbuf[2 * n:3 * n], dbuf[3 * n:],
             self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel,
@@ -280,7 +313,7 @@ class DeviceUpdater:
             self.vslot, self.vext, self.vpub, self.slot_vid, self.slot_ext,
             np.int64(self._pcap), np.int64(self._vcap),
             *(getattr(self, "o_" + name) for name, _ in self._OUT), np.int64(self._ocap),
-            self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr))
+            self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr, *extra))
 
     def _ops(self, n: int) -> OpTable:
         cols = {name: getattr(self, "o_" + name)[:n].get(stream=self.stream)

@@ -143,8 +143,10 @@ __device__ __forceinline__ void touch(int v, int* touched, State& s, int lane) {
 }
 
 // Pool entries inserting into v may take (gpu/_graph_kernels.py::_need, copy-on-write).
+// A version may be written in place only if this launch built it: anything older has been
+// published and may be read by matching in flight.
 __device__ __forceinline__ long long need(const Dev& g, int v, const State& s) {
-    if (g.vbatch[v] != s.batch) {
+    if (g.vbatch[v] != s.launch) {
         long long n = g.len[v];
         return n + max(4LL, n >> 3);
     }
@@ -161,7 +163,7 @@ __device__ void relocate(const Dev& g, int v, long long c, State& s, int* touche
     s.garbage += g.cap[v];
     s.pool_used = dst + c;
     if (lane == 0) {
-        g.off[v] = dst; g.len[v] = (int)m; g.cap[v] = (int)c; g.vbatch[v] = s.batch;
+        g.off[v] = dst; g.len[v] = (int)m; g.cap[v] = (int)c; g.vbatch[v] = s.launch;
         g.vpub[v] = s.launch;
     }
     __syncwarp();
@@ -229,29 +231,19 @@ __device__ __forceinline__ void put(const Out& o, long long j, int raw, int op, 
     }
 }
 
-// One warp resolves updates i0.. of the batch; resumable: on a full pool, output or vertex
-// array it stops before update i (nothing of it written) and records where to resume.
-// `nbr` / `nbr_ext` / `order` are scratch of at least max-degree entries (vertex deletion).
-extern "C" __global__ void apply_updates(
-    long long i0, long long n_out0, long long n, const int* ops, const int* sx,
-    const int* sy, const int* lab,
-    long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel,
-    long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive,
-    int* vslot, long long* vext, long long* vpub, int* slot_vid, const long long* slot_ext,
-    long long pool_cap, long long vcap,
-    int* o_raw, signed char* o_op, int* o_a, int* o_b, long long* o_src, long long* o_dst,
-    int* o_el, long long* o_tick, signed char* o_status, signed char* o_reason,
-    long long out_cap, int* touched, int* nbr, long long* nbr_ext, int* order,
-    long long* meta) {
-    int lane = threadIdx.x & 31;
-    if (threadIdx.x >= 32 || blockIdx.x > 0) return;
-    Dev g{key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, vslot, vext,
-          vpub, slot_vid, slot_ext, pool_cap, vcap};
-    Out o{o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason, out_cap};
-    State s{meta[M_NV], meta[M_POOL_USED], meta[M_TICK], meta[M_BATCH], meta[M_WATERMARK],
-            meta[M_NEDGES], meta[M_GARBAGE], meta[M_MAXLEN], meta[M_LAUNCH] + 1, 0};
-    long long n_out = n_out0;
-    long long i = i0;
+// The sequential resolver (one warp, all lanes): updates [i, n) in order, exactly as the
+// host updater. Returns DONE, or the code of what is full, with i at the update to resume
+// from (nothing of it written).
+__device__ int seq_resolve(const Dev& g, const Out& o, const int* ops, const int* sx,
+                           const int* sy, const int* lab, long long& i, long long n,
+                           long long& n_out, State& s, int* touched, int* nbr,
+                           long long* nbr_ext, int* order, int lane) {
+    int* slot_vid = g.slot_vid;
+    const long long* slot_ext = g.slot_ext;
+    long long out_cap = o.cap, vcap = g.vcap, pool_cap = g.pool_cap;
+    long long *key = g.key, *dt = g.dt, *off = g.off, *vext = g.vext;
+    int *elab = g.elab, *len = g.len, *vlabel = g.vlabel, *vdeg = g.vdeg;
+    unsigned char* valive = g.valive;
     int code = DONE;
     for (; i < n; ++i) {
         int op = ops[i], x = sx[i], y = sy[i], lb = lab[i];
@@ -370,18 +362,501 @@ extern "C" __global__ void apply_updates(
         __syncwarp();
         ++n_out;
     }
-    // publish: entries first (fence), then the words that point at them
-    __threadfence();
-    for (int q = lane; q < s.touched; q += 32) {
+    return code;
+}
+
+// Call after every writer has fenced and passed a barrier with the publishers: entries
+// first, then the words that point at them.
+__device__ void publish_touched(const Dev& g, const int* touched, int count, int t, int step) {
+    for (int q = t; q < count; q += step) {
         int v = touched[q];
-        seg[v] = (off[v] << SEG_BITS) | (long long)len[v];
+        g.seg[v] = (g.off[v] << SEG_BITS) | (long long)g.len[v];
     }
     __threadfence();
+}
+
+__device__ void store_meta(long long* meta, const State& s, long long i, long long n_out,
+                           int code) {
+    meta[M_NV] = s.nv; meta[M_POOL_USED] = s.pool_used; meta[M_TICK] = s.tick;
+    meta[M_NEDGES] = s.nedges; meta[M_GARBAGE] = s.garbage; meta[M_MAXLEN] = s.maxlen;
+    meta[M_RESUME] = i; meta[M_NOUT] = n_out; meta[M_CODE] = code;
+    meta[M_LAUNCH] = s.launch;
+}
+
+__device__ State load_meta(const long long* meta) {
+    return State{meta[M_NV], meta[M_POOL_USED], meta[M_TICK], meta[M_BATCH], meta[M_WATERMARK],
+                 meta[M_NEDGES], meta[M_GARBAGE], meta[M_MAXLEN], meta[M_LAUNCH] + 1, 0};
+}
+
+// One warp resolves updates i0.. of the batch; resumable: on a full pool, output or vertex
+// array it stops before update i (nothing of it written) and records where to resume.
+// `nbr` / `nbr_ext` / `order` are scratch of at least max-degree entries (vertex deletion).
+extern "C" __global__ void apply_updates(
+    long long i0, long long n_out0, long long n, const int* ops, const int* sx,
+    const int* sy, const int* lab,
+    long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel,
+    long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive,
+    int* vslot, long long* vext, long long* vpub, int* slot_vid, const long long* slot_ext,
+    long long pool_cap, long long vcap,
+    int* o_raw, signed char* o_op, int* o_a, int* o_b, long long* o_src, long long* o_dst,
+    int* o_el, long long* o_tick, signed char* o_status, signed char* o_reason,
+    long long out_cap, int* touched, int* nbr, long long* nbr_ext, int* order,
+    long long* meta) {
+    int lane = threadIdx.x & 31;
+    if (threadIdx.x >= 32 || blockIdx.x > 0) return;
+    Dev g{key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, vslot, vext,
+          vpub, slot_vid, slot_ext, pool_cap, vcap};
+    Out o{o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason, out_cap};
+    State s = load_meta(meta);
+    long long n_out = n_out0;
+    long long i = i0;
+    int code = seq_resolve(g, o, ops, sx, sy, lab, i, n, n_out, s, touched, nbr, nbr_ext,
+                           order, lane);
+    __threadfence();
+    __syncwarp();
+    publish_touched(g, touched, s.touched, lane, 32);
+    if (lane == 0) store_meta(meta, s, i, n_out, code);
+}
+
+
+// ---------------------------------------------------------------------------------------
+// The parallel resolver (DCSM's GU with Fig. 43's idea: build each touched version once
+// from its live entries and the batch's new ones). One block of TILE threads takes the
+// batch a tile at a time, in order. A tile with a vertex operation goes to the sequential
+// resolver above (warp 0): vertex deletions expand by neighbour order and are rare. A tile
+// of edge operations only is resolved in parallel with the same outcome as one at a time:
+//   1. endpoints without a vertex get one at their first valid insertion, ids in the
+//      order (update, src before dst), as the host hands them out;
+//   2. updates are grouped by unordered endpoint pair (a sort in shared memory); one
+//      thread per group replays the group in arrival order from the pair's current state:
+//      each update's status follows from the previous one's alone;
+//   3. ticks go to the applied updates in arrival order (a block scan);
+//   4. deletions of edges older than the tile end their entries in place; every applied
+//      insertion makes two new entries (their dt is the tick of a deletion later in the
+//      tile, if any);
+//   5. each touched vertex gets one new version, built by one warp: its live entries are
+//      compacted into fresh pool space and its new entries (sorted by key, then creation)
+//      merged in, old before new on equal keys, as the host's upper-bound insertion
+//      places them; its word is published after a fence.
+// Capacities are checked before the tile writes anything (bounds), so a full pool, output
+// or vertex array returns with the tile untouched.
+#define TILE 1024
+#define NWARPS (TILE / 32)
+
+struct Scratch {   // device memory the host allocates with the graph
+    int* slot_first;     // per slot: first (2 * update + side) creating it (INT_MAX: none)
+    long long* vtile;    // per vertex: the last tile stamp that counted it
+    int* vcnt;           // per vertex: new entries this tile (back to 0 after)
+    int* vown;           // per vertex: its index in the owner list
+    int* owners;         // 2 * TILE
+    int* bucket;         // 2 * TILE + 1: owner q's entries start at bucket[q]
+    int* e_owner; long long* e_key; int* e_lab; long long* e_ct; long long* e_dt;   // 2 * TILE
+    long long* b_key; int* b_lab; long long* b_ct; long long* b_dt;   // bucketed, 2 * TILE
+    long long* s_key; int* s_lab; long long* s_ct; long long* s_dt;   // sorted, 2 * TILE
+    int* e_pos;          // 2 * TILE
+};
+
+struct Shared {
+    unsigned long long skey[TILE];
+    int sidx[TILE];
+    long long tk[TILE];
+    int el[TILE];
+    int delof[TILE];
+    signed char st[TILE];
+    signed char inpl[TILE];
+    int wsum[NWARPS];
+    State s;
+    unsigned long long pool_used, garbage;
+    long long lensum, maxlen;
+    int n_owners, code, vertex_ops;
+};
+
+__device__ int block_scan(int v, int* wsum, int* total) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int x = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        int y = __shfl_up_sync(FULL, x, d);
+        if (lane >= d) x += y;
+    }
+    if (lane == 31) wsum[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        int y = lane < NWARPS ? wsum[lane] : 0;
+        for (int d = 1; d < 32; d <<= 1) {
+            int z = __shfl_up_sync(FULL, y, d);
+            if (lane >= d) y += z;
+        }
+        if (lane < NWARPS) wsum[lane] = y;
+    }
+    __syncthreads();
+    int excl = x - v + (w > 0 ? wsum[w - 1] : 0);
+    *total = wsum[NWARPS - 1];
+    __syncthreads();
+    return excl;
+}
+
+// The alive entry with key k in v's version (one thread), or -1.
+__device__ long long find_alive_1(const Dev& g, int v, long long k) {
+    long long lo = g.off[v], hi = lo + g.len[v], end = hi;
+    while (lo < hi) {
+        long long mid = (lo + hi) >> 1;
+        if (g.key[mid] < k) lo = mid + 1; else hi = mid;
+    }
+    for (; lo < end && g.key[lo] == k; ++lo)
+        if (g.dt[lo] == INF) return lo;
+    return -1;
+}
+
+// Entries of [lo, hi) with (key, ct) below (k, c) (sorted by key, then ct).
+__device__ __forceinline__ int count_below(const long long* key, const long long* ct, int lo,
+                                           int hi, long long k, long long c, bool strict_key) {
+    int a = lo, b = hi;
+    while (a < b) {
+        int mid = (a + b) >> 1;
+        bool less = strict_key ? key[mid] < k : (key[mid] < k || (key[mid] == k && ct[mid] < c));
+        if (less) a = mid + 1; else b = mid;
+    }
+    return a - lo;
+}
+
+// One warp builds v's new version from its live entries and its n_new sorted new entries
+// (s_* [e0, e0 + n_new)); returns the new length.
+__device__ void build_version(const Dev& g, const Scratch& x, Shared& sh, int v, int e0,
+                              int n_new, long long watermark, int lane) {
+    long long o0 = g.off[v], n0 = g.len[v];
+    long long ub = n0 + n_new;
+    long long c = ub + max(4LL, ub >> 3);
+    long long dst = 0;
     if (lane == 0) {
-        meta[M_NV] = s.nv; meta[M_POOL_USED] = s.pool_used; meta[M_TICK] = s.tick;
-        meta[M_NEDGES] = s.nedges; meta[M_GARBAGE] = s.garbage; meta[M_MAXLEN] = s.maxlen;
-        meta[M_RESUME] = i; meta[M_NOUT] = n_out; meta[M_CODE] = code;
-        meta[M_LAUNCH] = s.launch;
+        dst = (long long)atomicAdd(&sh.pool_used, (unsigned long long)c);
+        atomicAdd(&sh.garbage, (unsigned long long)g.cap[v]);
+    }
+    dst = __shfl_sync(FULL, dst, 0);
+    long long L = copy_live(g, o0, n0, dst, watermark, lane);
+    // where each new entry goes: after the old entries with key <= its key
+    for (int j = lane; j < n_new; j += 32) {
+        long long k = x.s_key[e0 + j];
+        long long a = dst, b = dst + L;
+        while (a < b) {
+            long long mid = (a + b) >> 1;
+            if (g.key[mid] <= k) a = mid + 1; else b = mid;
+        }
+        x.e_pos[e0 + j] = (int)(a - dst) + j;
+    }
+    __syncwarp();
+    // old entries move up by the new entries with a smaller key, top chunk first
+    for (long long top = L; top > 0; top -= 32) {
+        long long i = top - 32 + lane;
+        bool mine = i >= 0;
+        long long k0 = 0, t0 = 0, t1 = 0;
+        int l0 = 0, up = 0;
+        if (mine) {
+            k0 = g.key[dst + i]; t0 = g.ct[dst + i]; t1 = g.dt[dst + i]; l0 = g.elab[dst + i];
+            up = count_below(x.s_key, x.s_ct, e0, e0 + n_new, k0, 0, true);
+        }
+        __syncwarp();
+        if (mine && up) {
+            long long d = dst + i + up;
+            g.key[d] = k0; g.ct[d] = t0; g.dt[d] = t1; g.elab[d] = l0;
+        }
+        __syncwarp();
+    }
+    for (int j = lane; j < n_new; j += 32) {
+        long long d = dst + x.e_pos[e0 + j];
+        g.key[d] = x.s_key[e0 + j]; g.elab[d] = x.s_lab[e0 + j];
+        g.ct[d] = x.s_ct[e0 + j]; g.dt[d] = x.s_dt[e0 + j];
+    }
+    long long m = L + n_new;
+    __threadfence();   // every lane's entries before the word that points at them
+    __syncwarp();
+    if (lane == 0) {
+        g.off[v] = dst; g.len[v] = (int)m; g.cap[v] = (int)c;
+        g.vbatch[v] = -1;   // published now: later writes need a fresh copy
+        atomicMax((unsigned long long*)&sh.maxlen, (unsigned long long)m);
+        g.seg[v] = (dst << SEG_BITS) | m;
+    }
+    __syncwarp();
+}
+
+// Resolve the edge-only tile [t0, t0 + nt) in parallel; returns DONE or what is full.
+__device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh,
+                        const int* ops, const int* sx, const int* sy, const int* lab,
+                        long long t0, int nt, long long n_out) {
+    int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    long long stamp = (sh.s.launch << 24) + (t0 / TILE) * 2;   // two per tile, unique
+    bool mine = t < nt;
+    long long i = t0 + t;
+    int op = mine ? ops[i] : -1, xs = mine ? sx[i] : 0, ys = mine ? sy[i] : 0;
+    int lb = mine ? lab[i] : 0;
+    bool loop = mine && xs == ys;
+    bool wild = mine && op == OP_INS_E && lb == WILD;
+    bool cand = mine && !loop && !wild;
+    bool ins = cand && op == OP_INS_E;
+    // 1. new vertices (first valid insertion of an unknown slot) and the pool bound
+    int a0 = ins ? g.slot_vid[xs] : 0, b0 = ins ? g.slot_vid[ys] : 0;
+    if (ins && a0 < 0) atomicMin(x.slot_first + xs, 2 * t);
+    if (ins && b0 < 0) atomicMin(x.slot_first + ys, 2 * t + 1);
+    long long lsum = 0;
+    if (ins && a0 >= 0 &&
+        atomicExch((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) != (unsigned long long)stamp)
+        lsum += g.len[a0];
+    if (ins && b0 >= 0 &&
+        atomicExch((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) != (unsigned long long)stamp)
+        lsum += g.len[b0];
+    if (t == 0) { sh.lensum = 0; sh.code = DONE; }
+    __syncthreads();
+    if (lsum) atomicAdd((unsigned long long*)&sh.lensum, (unsigned long long)lsum);
+    int c0 = ins && a0 < 0 && x.slot_first[xs] == 2 * t;
+    int c1 = ins && b0 < 0 && x.slot_first[ys] == 2 * t + 1;
+    int n_new_v = 0, n_ins = 0;
+    int rank = block_scan(c0 + c1, sh.wsum, &n_new_v);
+    block_scan(ins ? 1 : 0, sh.wsum, &n_ins);
+    if (t == 0) {
+        long long S = sh.lensum;
+        long long bound = S + S / 8 + 11LL * n_ins + 64;
+        if (n_out + nt > o.cap) sh.code = NEED_OUT;
+        else if (sh.s.nv + n_new_v > g.vcap) sh.code = NEED_VERTEX;
+        else if (sh.s.pool_used + bound > g.pool_cap) sh.code = NEED_POOL;
+    }
+    __syncthreads();
+    if (ins && a0 < 0) x.slot_first[xs] = 0x7fffffff;   // scratch back to empty
+    if (ins && b0 < 0) x.slot_first[ys] = 0x7fffffff;
+    if (sh.code != DONE) return sh.code;
+    long long nv0 = sh.s.nv;
+    for (int side = 0; side < 2; ++side) {
+        if (!(side == 0 ? c0 : c1)) continue;
+        int slot = side == 0 ? xs : ys;
+        int v = (int)(nv0 + rank + (side == 1 ? c0 : 0));
+        g.vlabel[v] = 0; g.vext[v] = g.slot_ext[slot]; g.vslot[v] = slot; g.valive[v] = 1;
+        g.vdeg[v] = 0; g.off[v] = 0; g.len[v] = 0; g.cap[v] = 0; g.vbatch[v] = -1;
+        g.slot_vid[slot] = v;
+    }
+    __syncthreads();
+    if (t == 0) sh.s.nv = nv0 + n_new_v;
+    // 2. group by unordered endpoint pair; replay each group in arrival order
+    sh.skey[t] = cand ? ((unsigned long long)min(xs, ys) << 32) | (unsigned)max(xs, ys)
+                      : ~0ULL;
+    sh.sidx[t] = t;
+    sh.st[t] = loop || wild ? ST_REJECTED : ST_IGNORED;
+    sh.el[t] = lb;
+    sh.delof[t] = -1;
+    sh.inpl[t] = 0;
+    sh.tk[t] = 0;
+    __syncthreads();
+    for (int k = 2; k <= TILE; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            int u = t ^ j;
+            if (u > t) {
+                unsigned long long ka = sh.skey[t], kb = sh.skey[u];
+                int ia = sh.sidx[t], ib = sh.sidx[u];
+                bool gt = ka > kb || (ka == kb && ia > ib);
+                if (gt == ((t & k) == 0)) {
+                    sh.skey[t] = kb; sh.skey[u] = ka; sh.sidx[t] = ib; sh.sidx[u] = ia;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    unsigned long long kh = sh.skey[t];
+    if (kh != ~0ULL && (t == 0 || sh.skey[t - 1] != kh)) {
+        int first = sh.sidx[t];
+        int a = g.slot_vid[sx[t0 + first]], b = g.slot_vid[sy[t0 + first]];
+        long long e = a >= 0 && b >= 0 ? find_alive_1(g, a, make_key(g.vlabel[b], b)) : -1;
+        bool alive = e >= 0;
+        int cur = alive ? g.elab[e] : 0;
+        int pending = -1;
+        for (int q = t; q < TILE && sh.skey[q] == kh; ++q) {
+            int oi = sh.sidx[q];
+            int opq = ops[t0 + oi];
+            if (opq == OP_INS_E) {
+                if (!alive) {
+                    sh.st[oi] = ST_APPLIED; alive = true; cur = lab[t0 + oi]; pending = oi;
+                }
+            } else if (alive) {
+                sh.st[oi] = ST_APPLIED; alive = false; sh.el[oi] = cur;
+                if (pending >= 0) sh.delof[pending] = oi; else sh.inpl[oi] = 1;
+                pending = -1;
+            }
+        }
+    }
+    __syncthreads();
+    // 3. ticks in arrival order
+    bool applied = mine && sh.st[t] == ST_APPLIED;
+    int n_app = 0;
+    int r = block_scan(applied ? 1 : 0, sh.wsum, &n_app);
+    if (applied) sh.tk[t] = sh.s.tick + r + 1;
+    __syncthreads();
+    // 4. lifetimes: in-place ends, new entries, degrees
+    int a = mine ? g.slot_vid[xs] : -1, b = mine && !loop ? g.slot_vid[ys] : -1;
+    int de = 0;
+    x.e_owner[2 * t] = -1;
+    x.e_owner[2 * t + 1] = -1;
+    if (applied && op == OP_DEL_E) {
+        de = -1;
+        atomicSub(g.vdeg + a, 1);
+        atomicSub(g.vdeg + b, 1);
+        if (sh.inpl[t]) {
+            long long e = find_alive_1(g, a, make_key(g.vlabel[b], b));
+            long long f = find_alive_1(g, b, make_key(g.vlabel[a], a));
+            g.dt[e] = sh.tk[t];
+            g.dt[f] = sh.tk[t];
+        }
+    }
+    if (applied && op == OP_INS_E) {
+        de = 1;
+        atomicAdd(g.vdeg + a, 1);
+        atomicAdd(g.vdeg + b, 1);
+        long long end = sh.delof[t] >= 0 ? sh.tk[sh.delof[t]] : INF;
+        for (int side = 0; side < 2; ++side) {
+            int u = side == 0 ? a : b, v = side == 0 ? b : a;
+            int e = 2 * t + side;
+            x.e_owner[e] = u; x.e_key[e] = make_key(g.vlabel[v], v); x.e_lab[e] = lb;
+            x.e_ct[e] = sh.tk[t]; x.e_dt[e] = end;
+            if (atomicExch((unsigned long long*)(x.vtile + u), (unsigned long long)(stamp + 1)) !=
+                (unsigned long long)(stamp + 1)) {
+                int q = atomicAdd(&sh.n_owners, 1);
+                x.owners[q] = u;
+                x.vown[u] = q;
+            }
+            atomicAdd(x.vcnt + u, 1);
+        }
+    }
+    int d_edges = 0;
+    block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
+    // 5. bucket the new entries by owner, then one warp per owner sorts and builds
+    int no = sh.n_owners;
+    int c_a = 2 * t < no ? x.vcnt[x.owners[2 * t]] : 0;
+    int c_b = 2 * t + 1 < no ? x.vcnt[x.owners[2 * t + 1]] : 0;
+    int tot = 0;
+    int base = block_scan(c_a + c_b, sh.wsum, &tot);
+    if (2 * t < no) x.bucket[2 * t] = base;
+    if (2 * t + 1 < no) x.bucket[2 * t + 1] = base + c_a;
+    if (t == 0) x.bucket[no] = tot;
+    __syncthreads();
+    for (int side = 0; side < 2; ++side) {
+        int e = 2 * t + side;
+        int u = x.e_owner[e];
+        if (u < 0) continue;
+        int pos = x.bucket[x.vown[u]] + atomicSub(x.vcnt + u, 1) - 1;
+        x.b_key[pos] = x.e_key[e]; x.b_lab[pos] = x.e_lab[e];
+        x.b_ct[pos] = x.e_ct[e]; x.b_dt[pos] = x.e_dt[e];
+    }
+    __syncthreads();
+    for (int q = w; q < no; q += NWARPS) {
+        int u = x.owners[q], e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
+        for (int j = lane; j < k; j += 32) {   // rank by (key, creation tick)
+            long long kj = x.b_key[e0 + j], cj = x.b_ct[e0 + j];
+            int rk = 0;
+            for (int m = 0; m < k; ++m) {
+                long long km = x.b_key[e0 + m];
+                rk += km < kj || (km == kj && x.b_ct[e0 + m] < cj);
+            }
+            x.s_key[e0 + rk] = kj; x.s_lab[e0 + rk] = x.b_lab[e0 + j];
+            x.s_ct[e0 + rk] = cj; x.s_dt[e0 + rk] = x.b_dt[e0 + j];
+        }
+        __syncwarp();
+        build_version(g, x, sh, u, e0, k, sh.s.watermark, lane);
+    }
+    // 6. the tile's primitive updates, one per raw update
+    if (mine) {
+        bool ok = sh.st[t] == ST_APPLIED;
+        int reason = loop ? R_LOOP : wild ? R_WILD : R_NONE;
+        long long j = n_out + t;
+        o.raw[j] = (int)i; o.op[j] = (signed char)op; o.a[j] = ok ? a : -1;
+        o.b[j] = ok ? b : -1; o.src[j] = g.slot_ext[xs]; o.dst[j] = g.slot_ext[ys];
+        o.el[j] = sh.el[t]; o.tick[j] = sh.tk[t]; o.status[j] = sh.st[t];
+        o.reason[j] = (signed char)reason;
+    }
+    __syncthreads();
+    if (t == 0) {
+        sh.s.tick += n_app;
+        sh.s.nedges += d_edges;
+        sh.n_owners = 0;
+    }
+    __syncthreads();
+    return DONE;
+}
+
+extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
+    long long i0, long long n_out0, long long n, const int* ops, const int* sx,
+    const int* sy, const int* lab,
+    long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel,
+    long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive,
+    int* vslot, long long* vext, long long* vpub, int* slot_vid, const long long* slot_ext,
+    long long pool_cap, long long vcap,
+    int* o_raw, signed char* o_op, int* o_a, int* o_b, long long* o_src, long long* o_dst,
+    int* o_el, long long* o_tick, signed char* o_status, signed char* o_reason,
+    long long out_cap, int* touched, int* nbr, long long* nbr_ext, int* order,
+    long long* meta, const long long* scratch_ptrs) {
+    __shared__ Shared sh;
+    int t = threadIdx.x, lane = t & 31;
+    Dev g{key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, vslot, vext,
+          vpub, slot_vid, slot_ext, pool_cap, vcap};
+    Out o{o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason, out_cap};
+    const long long* p = scratch_ptrs;
+    Scratch x{(int*)p[0], (long long*)p[1], (int*)p[2], (int*)p[3], (int*)p[4], (int*)p[5],
+              (int*)p[6], (long long*)p[7], (int*)p[8], (long long*)p[9], (long long*)p[10],
+              (long long*)p[11], (int*)p[12], (long long*)p[13], (long long*)p[14],
+              (long long*)p[15], (int*)p[16], (long long*)p[17], (long long*)p[18],
+              (int*)p[19]};
+    if (t == 0) {
+        sh.s = load_meta(meta);
+        sh.pool_used = (unsigned long long)sh.s.pool_used;
+        sh.garbage = (unsigned long long)sh.s.garbage;
+        sh.maxlen = sh.s.maxlen;
+        sh.n_owners = 0;
+    }
+    __syncthreads();
+    long long i = i0, n_out = n_out0;
+    int code = DONE;
+    while (i < n) {
+        int nt = (int)min((long long)TILE, n - i);
+        if (t == 0) sh.vertex_ops = 0;
+        __syncthreads();
+        if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
+        __syncthreads();
+        if (sh.vertex_ops) {   // the sequential resolver, on warp 0
+            if (t < 32) {
+                State s = sh.s;
+                s.pool_used = (long long)sh.pool_used;
+                s.garbage = (long long)sh.garbage;
+                s.maxlen = max(s.maxlen, sh.maxlen);
+                long long ii = i, no = n_out;
+                int c = seq_resolve(g, o, ops, sx, sy, lab, ii, i + nt, no, s, touched, nbr,
+                                    nbr_ext, order, lane);
+                if (lane == 0) {
+                    sh.s = s;
+                    sh.pool_used = (unsigned long long)s.pool_used;
+                    sh.garbage = (unsigned long long)s.garbage;
+                    sh.maxlen = s.maxlen;
+                    sh.code = c;
+                    sh.skey[0] = (unsigned long long)ii;
+                    sh.skey[1] = (unsigned long long)no;
+                }
+            }
+            __syncthreads();
+            code = sh.code;
+            i = (long long)sh.skey[0];
+            n_out = (long long)sh.skey[1];
+            __syncthreads();
+            if (code != DONE) break;
+        } else {
+            if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
+            __syncthreads();
+            code = par_tile(g, o, x, sh, ops, sx, sy, lab, i, nt, n_out);
+            if (code != DONE) break;
+            i += nt;
+            n_out += nt;
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    publish_touched(g, touched, sh.s.touched, t, TILE);
+    if (t == 0) {
+        sh.s.pool_used = (long long)sh.pool_used;
+        sh.s.garbage = (long long)sh.garbage;
+        sh.s.maxlen = max(sh.s.maxlen, sh.maxlen);
+        store_meta(meta, sh.s, i, n_out, code);
     }
 }
 

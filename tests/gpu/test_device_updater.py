@@ -18,10 +18,13 @@ from streams import GenConfig, generate
 pytestmark = pytest.mark.gpu
 
 
-def _stream(seed: int, n: int, ids: int, hub_every: int = 0) -> UpdateBatch:
-    """Raw updates over a small id space, so most rules fire often."""
+def _stream(seed: int, n: int, ids: int, hub_every: int = 0,
+            vertex_ops: float = 0.1) -> UpdateBatch:
+    """Raw updates over a small id space, so most rules fire often; ``vertex_ops`` is the
+    share of vertex insertions and deletions (tiles without any are resolved in parallel)."""
     rng = np.random.default_rng(seed)
-    op = rng.choice(4, n, p=[0.62, 0.28, 0.06, 0.04]).astype(np.int8)
+    v = vertex_ops
+    op = rng.choice(4, n, p=[0.7 * (1 - v), 0.3 * (1 - v), 0.6 * v, 0.4 * v]).astype(np.int8)
     src = rng.integers(0, ids, n).astype(np.int64) * 1_000_003 + (1 << 40)
     dst = rng.integers(0, ids, n).astype(np.int64) * 1_000_003 + (1 << 40)
     if hub_every:   # a hub: many edges to one id, deleted as a vertex now and then
@@ -53,11 +56,11 @@ def _check(host: HostGraph, dev, host_ops, dev_ops) -> None:  # type: ignore[no-
 
 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
-         pcap: int = 4096, lag: int = 1) -> None:
+         pcap: int = 4096, lag: int = 1, parallel: bool = True) -> None:
     from gpu._device_updater import DeviceUpdater
 
     host = HostGraph()
-    dev = DeviceUpdater(vertex_capacity=vcap, pool_capacity=pcap)
+    dev = DeviceUpdater(vertex_capacity=vcap, pool_capacity=pcap, parallel=parallel)
     if initial is not None:
         g = initial
         host.load(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
@@ -77,9 +80,25 @@ def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  #
         i += b
 
 
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "one-warp"])
 @pytest.mark.parametrize("b", [1, 7, 64, 4096])
-def test_device_updater_equals_host_updater(b: int) -> None:
-    _run(None, _stream(seed=b, n=3000, ids=60, hub_every=5), [b])
+def test_device_updater_equals_host_updater(b: int, parallel: bool) -> None:
+    _run(None, _stream(seed=b, n=3000, ids=60, hub_every=5), [b], parallel=parallel)
+
+
+@pytest.mark.parametrize("b", [1, 7, 64, 1000, 4096])
+def test_parallel_tiles_of_edge_updates(b: int) -> None:
+    # no vertex operations: every tile takes the parallel path; a small id space makes
+    # groups of one pair toggled many times within a tile
+    _run(None, _stream(seed=10 + b, n=9000, ids=90, hub_every=4, vertex_ops=0.0), [b])
+
+
+def test_parallel_and_sequential_tiles_mixed() -> None:
+    # rare vertex operations: some tiles go to the sequential resolver, most do not
+    ds = generate(GenConfig(vertices=3000, edges=20000, labels=3, queries=1,
+                            insert_ratio=0.3, delete_ratio=0.1, seed=4))
+    extra = _stream(4, 12000, ids=800, hub_every=9, vertex_ops=0.0003)
+    _run(ds.initial, UpdateBatch.concat([ds.stream, extra]), [4096, 3000, 1], lag=2)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
