@@ -3,18 +3,26 @@ marked section of docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
-from gpu import CountMode, Engine, QuerySpec, UpdateBatch
+from gpu import CountMode, Engine, ExecutorOptions, QuerySpec, UpdateBatch
 from streams import GraphData, iter_chunks
 
 #: batches in flight while timing (GpuConfig.depth); the CPU executor finishes each at once
 PIPELINE = 4
 
 
-def engine(backend: str, graph: GraphData, queries: list, mode: CountMode) -> Engine:  # type: ignore[type-arg]
-    eng = Engine(backend)
+def engine(backend: str, graph: GraphData, queries: list, mode: CountMode,  # type: ignore[type-arg]
+           device_graph: bool | None = None) -> Engine:
+    """A loaded engine with ``queries`` standing. ``device_graph`` (GPU): the device owns
+    the graph; None reads CSM_BENCH_DEVICE_GRAPH (1 or 0; unset: the executor's default)."""
+    env = os.environ.get("CSM_BENCH_DEVICE_GRAPH")
+    if device_graph is None and env is not None:
+        device_graph = env != "0"
+    opts = ExecutorOptions() if device_graph is None else ExecutorOptions(device_graph=device_graph)
+    eng = Engine(backend, options=opts)
     eng.load_graph(graph.vertex_ids, graph.vertex_labels, graph.src, graph.dst, graph.label)
     for q in queries:
         eng.register(QuerySpec(q, mode))

@@ -117,7 +117,7 @@ def run_workload(w: Workload, repeat: int) -> list[str]:
             ref = YEAST_RAPIDFLOW_INSERT_SECONDS
         tot += [f"{totals[s, 0]:.3f}", f"{totals[s, 64]:.3f}", _ref(ref),
                 _ratio(ref, totals[s, 0]), _ratio(ref, totals[s, 64])]
-    rows.append(f"| **total** | | " + " | ".join(f"**{c}**" for c in tot) + " |")
+    rows.append("| **total** | | " + " | ".join(f"**{c}**" for c in tot) + " |")
     print(w.name, rows[-1], flush=True)
     return head + rows
 

@@ -157,10 +157,10 @@ def breakdown(edges: int, window: int) -> list[str]:
     rows = ["The generated 1.2M-edge stream of the batch sweep, its 4 queries (3-5 "
             "vertices) standing, embeddings; one batch at a time (no pipelining); "
             "microseconds per batch, median over the batches.", "",
-            "| b | resolve (host updater) | install (pack + copy + 2 launches) | tasks + units "
-            "+ launch | wait + result | total |", "|---|---|---|---|---|---|"]
-    for b in (1, 8, 64, 512):
-        eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)
+            "| graph | b | resolve | install | tasks + units + launch | wait + result | "
+            "total |", "|---|---|---|---|---|---|---|"]
+    for device_graph, b in [(d, b) for d in (False, True) for b in (1, 8, 64, 512)]:
+        eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS, device_graph)
         g, ex = eng.graph, eng.executor
         phases = []
         for chunk in list(iter_chunks(stream, b))[: max(20, 4000 // b)]:
@@ -181,7 +181,8 @@ def breakdown(edges: int, window: int) -> list[str]:
             t4 = time.perf_counter()
             phases.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0))
         med = np.median(np.array(phases), axis=0) * 1e6
-        rows.append(f"| {b} | " + " | ".join(f"{x:,.0f}" for x in med) + " |")
+        kind = "device-owned" if device_graph else "host updater + mirror"
+        rows.append(f"| {kind} | {b} | " + " | ".join(f"{x:,.0f}" for x in med) + " |")
         print(rows[-1], flush=True)
     return rows
 
@@ -344,7 +345,8 @@ def main() -> None:
             f"Command: `python bench/gpu_bench.py --sections {args.sections} --window "
             f"{args.window}`  ", f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}"]
     if "breakdown" in secs:
-        pipe += ["", "### Where one batch's time goes (before the device pipeline)", ""]
+        pipe += ["", "### Where one batch's time goes: host updater + mirror (before) and "
+                 "device-owned graph (after)", ""]
         pipe += breakdown(args.edges, args.window)
     if "updater" in secs:
         pipe += ["", "### The graph updater on the device", ""]

@@ -14,6 +14,7 @@ warp, fed from a mapped ring.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numba as nb
@@ -23,12 +24,12 @@ import numpy.typing as npt
 from . import _graph_kernels as K
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import SEG_BITS, mapped_zeros
-from ._graph import HostGraph, OpTable
+from ._graph import HostGraph, LoadStats, OpTable
 from ._idmap import IdMap, slot_of
 from ._types import UpdateBatch, UpdateOp
 from .exceptions import BackendError
 
-__all__ = ["DeviceUpdater", "UpdaterStats"]
+__all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 
 # meta words: must equal the enum in kernels/update.cu
 (M_NV, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE, M_MAXLEN, M_RESUME,
@@ -72,6 +73,11 @@ class UpdaterStats:
 
 class DeviceUpdater:
     """Owns the multi-version graph on the device and applies raw update batches to it."""
+
+    #: the pool is device memory (the matching kernel's out-of-core flag)
+    host = False
+    #: called before compaction moves entries (the executor drains matching in flight)
+    before_relayout: Callable[[], None] | None = None
 
     _POOL = (("key", np.int64), ("elab", np.int32), ("ct", np.int64), ("dt", np.int64))
     _VERT = (("seg", np.int64), ("vlabel", np.int32), ("off", np.int64), ("len", np.int32),
@@ -208,15 +214,15 @@ class DeviceUpdater:
 
     # -- loading --------------------------------------------------------------------------
     def load(self, vertex_ids: npt.ArrayLike, vertex_labels: npt.ArrayLike, src: npt.ArrayLike,
-             dst: npt.ArrayLike, label: npt.ArrayLike) -> None:
+             dst: npt.ArrayLike, label: npt.ArrayLike) -> LoadStats:
         """Bulk-load the initial graph (empty graph only): built as the host graph builds
         it (same internal ids), then copied once; loaded vertices take slots 0..n-1."""
         if self.meta[M_NV] or self.meta[M_TICK]:
             raise BackendError("bulk load needs an empty graph")
         g = HostGraph()
-        g.load(np.asarray(vertex_ids, np.int64), np.asarray(vertex_labels, np.int32),
-               np.asarray(src, np.int64), np.asarray(dst, np.int64),
-               np.asarray(label, np.int32))
+        stats = g.load(np.asarray(vertex_ids, np.int64), np.asarray(vertex_labels, np.int32),
+                       np.asarray(src, np.int64), np.asarray(dst, np.int64),
+                       np.asarray(label, np.int32))
         nv, used = g.num_vertices, g.pool_used
         with self.stream:
             if used * 3 > self._pcap:
@@ -247,6 +253,7 @@ class DeviceUpdater:
         self.meta[M_NEDGES] = g.num_edges
         self.meta[M_MAXLEN] = g.max_degree_bound()
         self.stream.synchronize()
+        return stats
 
     # -- updates --------------------------------------------------------------------------
     def _slots(self, batch: UpdateBatch) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
@@ -293,6 +300,8 @@ class DeviceUpdater:
                 if code == DONE:
                     break
                 if code == NEED_POOL:   # collected already and still short: one huge version
+                    if self.before_relayout is not None:
+                        self.before_relayout()
                     self.compact(grow=True, at_least=2 * self._pcap if i == stuck else 0)
                     stuck = i
                 elif code == NEED_OUT:
@@ -364,6 +373,120 @@ class DeviceUpdater:
     def vertex_state(self) -> dict[str, npt.NDArray[np.generic]]:
         nv = int(self.meta[M_NV])
         return {n: getattr(self, n)[:nv].get() for n in ("vlabel", "vdeg", "valive", "vext")}
+
+
+class DeviceGraphView:
+    """The engine's handle on a device-owned graph: what :class:`HostGraph` offers the
+    engine and the service (apply, load, sizes, watermark, alive edges, labels, external
+    ids), answered from the device. Per batch it costs one id-map pass and the updater's
+    launch; everything else is read from the device only when asked (registration,
+    static matching, listings, gauges)."""
+
+    def __init__(self, store: DeviceUpdater) -> None:
+        self.store = store
+        #: internal id -> external id, kept from each batch's primitive updates (listings)
+        self.vext = np.zeros(1024, np.int64)
+        self.layout = 0
+
+    # HostGraph's engine-facing surface -------------------------------------------------
+    @property
+    def before_relayout(self) -> Callable[[], None] | None:
+        return self.store.before_relayout
+
+    @before_relayout.setter
+    def before_relayout(self, fn: Callable[[], None] | None) -> None:
+        self.store.before_relayout = fn
+
+    copy_on_write = True   # the device never writes a published version in place
+
+    @property
+    def num_vertices(self) -> int:
+        return int(self.store.meta[M_NV])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.store.meta[M_NEDGES])
+
+    @property
+    def tick(self) -> int:
+        return int(self.store.meta[M_TICK])
+
+    @property
+    def pool_used(self) -> int:
+        return int(self.store.meta[M_POOL_USED])
+
+    @property
+    def garbage(self) -> int:
+        return int(self.store.meta[M_GARBAGE])
+
+    @property
+    def reclaimed(self) -> int:
+        return self.store.reclaimed
+
+    def max_degree_bound(self) -> int:
+        """Longest version ever built (an upper bound; sizes the kernel's rows)."""
+        return int(self.store.meta[M_MAXLEN])
+
+    def set_watermark(self, tick: int) -> None:
+        self.store.set_watermark(tick)
+
+    def compact(self) -> None:
+        """Reclaim what no reader can see (after a drain: entries move)."""
+        if self.store.before_relayout is not None:
+            self.store.before_relayout()
+        self.store.compact()
+
+    @property
+    def vlabel(self) -> npt.NDArray[np.int32]:
+        return self.store.vlabel[: self.num_vertices].get()  # type: ignore[no-any-return]
+
+    @property
+    def valive(self) -> npt.NDArray[np.uint8]:
+        return self.store.valive[: self.num_vertices].get()  # type: ignore[no-any-return]
+
+    def load(self, vertex_ids: npt.NDArray[np.int64], vertex_labels: npt.NDArray[np.int32],
+             src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
+             label: npt.NDArray[np.int32]) -> Any:
+        stats = self.store.load(vertex_ids, vertex_labels, src, dst, label)
+        self.vext = self.store.vext[: max(1, self.num_vertices)].get()
+        return stats
+
+    def apply(self, batch: UpdateBatch) -> OpTable:
+        ops = self.store.apply(batch)
+        nv = self.num_vertices
+        if nv > len(self.vext):
+            grown = np.zeros(max(nv, 2 * len(self.vext)), np.int64)
+            grown[: len(self.vext)] = self.vext
+            self.vext = grown
+        for ids, ext in ((ops.a, ops.src), (ops.b, ops.dst)):
+            known = ids >= 0
+            self.vext[ids[known]] = ext[known]
+        return ops
+
+    def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
+                                   npt.NDArray[np.int32]]:
+        """Directed (a, b, label) for every alive edge, both orientations."""
+        from ._graph import ranges
+
+        nv = self.num_vertices
+        st = self.store
+        off, ln = st.off[:nv].get(), st.len[:nv].get().astype(np.int64)
+        owner = np.repeat(np.arange(nv, dtype=np.int32), ln)
+        idx = ranges(off, ln)
+        dt = st.dt[idx].get() if len(idx) else np.zeros(0, np.int64)
+        alive = dt == np.iinfo(np.int64).max
+        idx = idx[alive]
+        keys = st.key[idx].get() if len(idx) else np.zeros(0, np.int64)
+        labs = st.elab[idx].get() if len(idx) else np.zeros(0, np.int32)
+        return owner[alive], (keys & 0xFFFFFFFF).astype(np.int32), labs
+
+    def endpoint_facts(self, ids: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.int32],
+                                                                 npt.NDArray[np.int32]]:
+        """Labels and current version lengths of ``ids`` (one gather, one read-back)."""
+        cp = self.store.cp
+        d = cp.asarray(ids)
+        both = cp.concatenate([self.store.vlabel[d], self.store.len[d]]).get()
+        return both[: len(ids)], both[len(ids):]
 
 
 def host_versions(g: HostGraph) -> list[npt.NDArray[np.int64]]:

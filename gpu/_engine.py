@@ -58,8 +58,10 @@ class RegisteredQuery:
 class Engine:
     def __init__(self, backend: str = "auto", executor: Executor | None = None,
                  options: ExecutorOptions | None = None) -> None:
-        self.graph = HostGraph()
         self.executor = executor or create_executor(backend, options)
+        # the executor's own graph where it has one (the GPU's device-owned graph), else
+        # the host graph, which the executor reads or mirrors
+        self.graph: HostGraph = getattr(self.executor, "owned_graph", None) or HostGraph()
         self._queries: dict[int, RegisteredQuery] = {}
         self._plans: dict[int, list] = {}  # type: ignore[type-arg]
         self._planset: PlanSet | None = None

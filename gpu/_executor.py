@@ -178,6 +178,11 @@ class ExecutorOptions:
     graph_budget_bytes: int = 0
     #: GPU out-of-core cache: "walk" (estimated most-read), "degree" or "none"
     cache: str = "walk"
+    #: GPU: the device owns the graph and resolves updates itself (no host updater, no
+    #: per-batch install; stage 1 of the device pipeline, docs/design.md); off (default
+    #: until snapshots read it and its small-batch cost is down), the host updater
+    #: resolves and the device mirrors it
+    device_graph: bool = False
 
     def __post_init__(self) -> None:
         if self.graph_budget_bytes < 0:

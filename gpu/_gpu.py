@@ -29,6 +29,7 @@ import numpy.typing as npt
 from ._cache import DeviceCache, Loaded, by_value, fit
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import DeviceGraph
+from ._device_updater import DeviceGraphView, DeviceUpdater
 from ._estimate import Estimate, WalkConfig, estimate_reads
 from ._executor import (
     EXECUTORS,
@@ -84,6 +85,10 @@ class GpuConfig:
     #: what that cache holds: estimated most-read arrays, highest degrees, or nothing
     cache: CachePolicy = CachePolicy.WALK
     walk: WalkConfig = WalkConfig()
+    #: the device owns the graph: raw updates are resolved and versions built on the GPU
+    #: (kernels/update.cu), so no host updater or install runs per batch. Off, or with a
+    #: graph budget (out-of-core), the host updater resolves and the device mirrors it.
+    device_graph: bool = False
 
 
 class _Slot:
@@ -152,7 +157,16 @@ class GpuExecutor:
         self.update_stream = cp.cuda.Stream(non_blocking=True)
         if not 1 <= c.cache_slots <= c.depth:
             raise BackendError(f"cache_slots must be 1..depth ({c.depth}), not {c.cache_slots}")
-        self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)
+        #: the graph the kernels read: device-owned (updated on the GPU) or a host mirror
+        self.graph: DeviceGraph | DeviceUpdater
+        #: with a device-owned graph, the engine's handle on it (else the engine keeps a
+        #: HostGraph and this executor mirrors it)
+        self.owned_graph: DeviceGraphView | None = None
+        if c.device_graph and not c.graph_budget_bytes:
+            self.graph = DeviceUpdater(stream=self.update_stream)
+            self.owned_graph = DeviceGraphView(self.graph)
+        else:
+            self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)
         self._caches: list[DeviceCache] = []
         self._next_cache = 0
         self._by_degree: tuple[int, npt.NDArray[np.int64]] = (-1, np.zeros(0, np.int64))
@@ -189,6 +203,12 @@ class GpuExecutor:
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         busy = self._in_flight()
+        if isinstance(self.graph, DeviceUpdater):   # the batch is on the device already
+            # as below: versions a kernel in flight may meet must fit its rows
+            if busy and graph.max_degree_bound() + 1 > min(t.stride for t in busy):
+                self.drain()
+            self._installed = self.update_stream.record()
+            return
         # a kernel in flight may read the versions installed now: they must fit its rows,
         # and a whole re-copy (new arrays) must wait until nothing reads the old ones
         if busy and (self.graph.needs_full(graph)
@@ -214,6 +234,8 @@ class GpuExecutor:
         first slice, slices; column P holds the total slice count in row 2. The kernel
         expands pairs into level-2 slices itself (a binary search over row 2), so the host
         never materialises or sorts slices."""
+        if isinstance(graph, DeviceGraphView):   # the endpoints' facts, read once
+            graph, tasks = _endpoints(graph, tasks)
         owner, plan = live_units(graph, plans, tasks, only)
         la = graph.seg_len[tasks.a[owner]].astype(np.int64)
         lb = graph.seg_len[tasks.b[owner]].astype(np.int64)
@@ -437,6 +459,27 @@ def _io_stats(ooc: _OutOfCore | None, io: npt.NDArray[np.int64],
                    walks=est.walks if est is not None else 0)
 
 
+@dataclass(frozen=True, slots=True)
+class _Endpoints:
+    """Labels and version lengths of a batch's task endpoints, indexed 0..2n-1."""
+
+    vlabel: npt.NDArray[np.int32]
+    seg_len: npt.NDArray[np.int32]
+
+
+def _endpoints(view: DeviceGraphView, tasks: MatchTasks) -> tuple[_Endpoints, MatchTasks]:
+    """The live-root filter and the slice sizes read labels and lengths of the task
+    endpoints only: fetch those from the device and renumber the endpoints by rank, which
+    keeps their order (the level-1 symmetry condition compares the two ids)."""
+    n = len(tasks)
+    uniq, rank = np.unique(np.concatenate([tasks.a, tasks.b]), return_inverse=True)
+    lab, ln = view.endpoint_facts(uniq.astype(np.int32))
+    rank = rank.astype(np.int32)
+    local = MatchTasks(a=rank[:n], b=rank[n:], label=tasks.label, tick=tasks.tick,
+                       plan_lo=tasks.plan_lo, plan_hi=tasks.plan_hi, cap=tasks.cap)
+    return _Endpoints(lab, ln), local
+
+
 def _level2_sources(plans: PlanSet) -> npt.NDArray[np.int64]:
     """Per plan, which of levels 0 / 1 level 2 intersects (bit 1 / bit 2): sizes slices.
 
@@ -465,7 +508,8 @@ def _slot_pool(nbytes: int, depth: int, queue_records: int) -> list[_Slot]:
 
 def _factory(options: ExecutorOptions) -> GpuExecutor:
     return GpuExecutor(GpuConfig(graph_budget_bytes=options.graph_budget_bytes,
-                                 cache=CachePolicy(options.cache)))
+                                 cache=CachePolicy(options.cache),
+                                 device_graph=options.device_graph))
 
 
 EXECUTORS["gpu"] = _factory

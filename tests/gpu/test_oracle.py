@@ -7,7 +7,7 @@ import pytest
 from _cases import Case, random_case
 from _oracle import OracleGraph, automorphisms, embeddings, project
 
-from gpu import CountMode, Engine, QuerySpec, UpdateOp, UpdateStatus
+from gpu import CountMode, Engine, ExecutorOptions, QuerySpec, UpdateOp, UpdateStatus
 
 #: (mode, list_matches) registered per query; count-only queries are planned one edge per
 #: automorphism orbit and scaled (see plan_query), so they get their own registrations
@@ -15,13 +15,16 @@ SPECS = ((CountMode.EMBEDDINGS, True), (CountMode.SUBGRAPHS, True), (CountMode.E
          (CountMode.SUBGRAPHS, False))
 #: "cpu-cow": the CPU executor on a host graph that copies versions as it does for the GPU
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cpu-cow", id="cpu-cow"),
-            pytest.param("gpu", id="gpu", marks=pytest.mark.gpu)]
+            pytest.param("gpu", id="gpu", marks=pytest.mark.gpu),
+            pytest.param("gpu-mirror", id="gpu-mirror", marks=pytest.mark.gpu)]
 STATUS = {UpdateStatus.APPLIED: "applied", UpdateStatus.IGNORED: "ignored",
           UpdateStatus.REJECTED: "rejected"}
 
 
 def _engine(case: Case, backend: str) -> tuple[Engine, list[tuple[int, CountMode, bool]]]:
-    eng = Engine(backend.removesuffix("-cow"))
+    # "gpu": the device owns the graph; "gpu-mirror": the host updater, mirrored
+    eng = Engine(backend.removesuffix("-cow").removesuffix("-mirror"),
+                 options=ExecutorOptions(device_graph=not backend.endswith("-mirror")))
     if backend.endswith("-cow"):
         eng.graph.copy_on_write = True
     vid = [v for v, _ in case.vertices]
