@@ -33,6 +33,7 @@ from gpu import (
 )
 from streams import OP_NAMES, read_graph
 from streams.broker import EmbeddedBroker
+from streams.durable import DurableBroker
 from streams.codec import (
     SEQ_STRIDE,
     Control,
@@ -62,6 +63,8 @@ from .schemas import (
     UpdatesRequest,
 )
 from .settings import Settings, get_settings
+from .snapshot import check_latest
+from .state import StateDir, default_state_dir
 
 __all__ = ["Services", "create_app"]
 
@@ -79,7 +82,7 @@ class Services:
     metrics: Metrics
     runtime: Runtime
     producer: AIOKafkaProducer
-    broker: EmbeddedBroker | None
+    broker: EmbeddedBroker | DurableBroker | None
 
     async def append(self, value: bytes) -> int:
         """Append one record to the updates log (acks=all); return its offset."""
@@ -110,15 +113,45 @@ def _kafka_config(s: Settings, bootstrap: str) -> KafkaConfig:
                        fetch_max_wait_ms=s.kafka_fetch_max_wait_ms)
 
 
+def open_state(s: Settings) -> StateDir | None:
+    """The state directory this configuration uses, opened (locked, checked), or None:
+    the durable default always has one; an external cluster only with CSM_STATE_DIR
+    (snapshots); ``--ephemeral`` none."""
+    if s.ephemeral or (s.kafka_bootstrap is not None and s.state_dir is None):
+        return None
+    st = StateDir(s.state_dir or default_state_dir()).open()
+    try:
+        check_latest(st.snapshots / s.topic_updates)
+    except BaseException:
+        st.close()
+        raise
+    return st
+
+
+async def _start_broker(s: Settings, state: StateDir | None
+                        ) -> EmbeddedBroker | DurableBroker | None:
+    if s.kafka_bootstrap is not None:
+        return None
+    if s.ephemeral:
+        log.warning("--ephemeral: the embedded broker keeps queries, graph and matches in "
+                    "memory only; all of it is lost when the service stops")
+        return await asyncio.to_thread(EmbeddedBroker().start)
+    assert state is not None
+    return await asyncio.to_thread(DurableBroker(state.broker).start)
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     s: Settings = app.state.settings
+    state: StateDir | None = app.state.state_dir
+    owned = state is None
+    if owned:
+        state = await asyncio.to_thread(open_state, s)
     broker = None
-    if s.kafka_bootstrap is None:
-        broker = await asyncio.to_thread(EmbeddedBroker().start)
-    bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
-    kafka = _kafka_config(s, bootstrap)
     try:
+        broker = await _start_broker(s, state)
+        bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
+        kafka = _kafka_config(s, bootstrap)
         found = await ensure_topics(kafka, {s.topic_updates: 1, s.topic_queries: 1,
                                             s.topic_deadletter: 1,
                                             s.topic_matches: s.matches_partitions})
@@ -136,15 +169,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             queries_topic=s.topic_queries, deadletter_topic=s.topic_deadletter,
             group=s.kafka_consumer_group, max_poll_records=s.max_poll_records,
             matches_partitions=found[s.topic_matches],
-            recent_per_query=s.recent_deltas_per_query), metrics)
+            recent_per_query=s.recent_deltas_per_query,
+            snapshot_dir=None if state is None else state.snapshots / s.topic_updates,
+            snapshot_every=s.snapshot_every), metrics, truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):
             await producer.start()
         await runtime.start()
         app.state.services = Services(s, kafka, metrics, runtime, producer, broker)
-        log.info("kafka bootstrap %s (%s); backend %s; API http://%s:%d", bootstrap,
-                 "embedded broker" if broker else "external cluster", engine.backend,
-                 s.host, s.port)
+        kind = ("external cluster" if broker is None else "in-memory embedded broker"
+                if isinstance(broker, EmbeddedBroker) else "durable embedded broker, "
+                f"state in {state.path}" if state is not None else "")
+        log.info("kafka bootstrap %s (%s); backend %s; API http://%s:%d", bootstrap, kind,
+                 engine.backend, s.host, s.port)
         try:
             yield
         finally:
@@ -152,7 +189,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await producer.stop()
     finally:
         if broker is not None:
-            broker.stop()
+            await asyncio.to_thread(broker.stop)
+        if owned and state is not None:
+            state.close()
+
+
+def _truncator(s: Settings, broker: object) -> Any:
+    """The durable embedded broker drops update-log batches behind each snapshot."""
+    if not isinstance(broker, DurableBroker):
+        return None
+    return lambda offset: broker.truncate(s.topic_updates, 0, offset)
 
 
 # -- dependencies ---------------------------------------------------------------------
@@ -253,12 +299,15 @@ async def _too_large(send: Any, limit: int) -> None:
 
 
 # -- the app ------------------------------------------------------------------------
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, state: StateDir | None = None) -> FastAPI:
+    """``state``: a state directory the caller opened already (``csm serve`` opens it
+    first, so a locked or damaged one exits 2 before anything starts)."""
     s = settings or get_settings()
     app = FastAPI(title="csm-service", version="0.1.0", lifespan=_lifespan,
                   description="Exact continuous subgraph matching as a stream.",
                   responses={422: {"model": ErrorBody}, 503: {"model": ErrorBody}})
     app.state.settings = s
+    app.state.state_dir = state
     _install_errors(app)
     app.add_middleware(_BodyLimit, settings=s)  # type: ignore[arg-type]
     _routes(app)

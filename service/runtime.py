@@ -8,8 +8,9 @@ The updates topic (one partition) is the source of truth. For every chunk of rec
 4. wait until the broker has acknowledged every send;
 5. commit the offset after the chunk, then wake the API requests waiting on it.
 
-After a crash the service replays the log up to the committed offset without publishing
-(rebuilding graph and queries), then goes on from there, skipping the deltas that the
+After a crash the service restores its newest snapshot (graph, queries, log position;
+``service.snapshot``), replays the log from there up to the committed offset without
+publishing, then goes on from there, skipping the deltas that the
 matches topic already holds: each matches partition is a prefix of the ordered delta
 stream, so its last record says exactly where that prefix ends.
 """
@@ -23,7 +24,9 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,8 +59,9 @@ from streams.codec import (
 from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
 
-from .exceptions import GraphNotEmpty
+from .exceptions import GraphNotEmpty, StateCorrupt
 from .metrics import Metrics
+from .snapshot import Snapshot, read_latest, write_snapshot
 
 __all__ = ["STATUS_NAMES", "Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
 
@@ -77,6 +81,10 @@ class RuntimeConfig:
     max_poll_records: int = 1000
     matches_partitions: int = 1
     recent_per_query: int = 10_000
+    #: where snapshots go (None: none; recovery replays the whole log)
+    snapshot_dir: Path | None = None
+    #: update-log records between snapshots
+    snapshot_every: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +164,14 @@ _RUN_UPDATES = 32_768
 
 class Runtime:
     def __init__(self, engine: Engine, kafka: KafkaConfig, cfg: RuntimeConfig,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, truncate: Callable[[int], int] | None = None) -> None:
+        """``truncate(offset)`` drops update-log records below ``offset`` once a snapshot
+        there is on disk (the durable embedded broker's retention)."""
         self.engine, self.kafka, self.cfg, self.metrics = engine, kafka, cfg, metrics
+        self._truncate = truncate
+        self._snap_offset = 0
+        self._snap_task: asyncio.Future[None] | None = None
+        self._published: dict[int, list[int]] = {}
         self.tp = TopicPartition(cfg.updates_topic, 0)
         self.queries: dict[int, RegisteredDoc] = {}
         self.next_offset = 0
@@ -187,6 +201,9 @@ class Runtime:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        if self._snap_task is not None:
+            with contextlib.suppress(Exception):
+                await self._snap_task
         with contextlib.suppress(Exception):
             await self._consumer.stop()
         with contextlib.suppress(Exception):
@@ -206,6 +223,7 @@ class Runtime:
                 records = got.get(self.tp, [])
                 if records:
                     await self._handle(records, replay=False)
+                    self._maybe_snapshot()
                 hw = self._consumer.highwater(self.tp)
                 if hw is not None:
                     self.metrics.lag.set(max(hw - self.next_offset, 0))
@@ -252,10 +270,11 @@ class Runtime:
             self._skip[rec.partition] = (v["seq"], v["sub"], v["query"])
         async for rec in last_records(self.kafka, self.cfg.deadletter_topic, 1):
             self._dead_upto = json.loads(rec.value)["offset"]
-        log.info("recovering: replaying %d update-log records, then %d to re-process",
-                 committed, end - committed)
         t0 = time.perf_counter()
-        self._consumer.seek(self.tp, 0)
+        start = await self._restore(committed)
+        log.info("recovering: replaying %d update-log records, then %d to re-process",
+                 committed - start, end - committed)
+        self._consumer.seek(self.tp, start)
         while self.next_offset < committed:
             got = await self._consumer.getmany(self.tp, timeout_ms=1000,
                                                max_records=self.cfg.max_poll_records)
@@ -272,9 +291,62 @@ class Runtime:
         self.metrics.queries.set(len(self.queries))
         self._gauges()
         if committed:
-            log.info("replayed %d records in %.2f s: %d vertices, %d edges, %d queries",
+            log.info("recovered to offset %d in %.2f s: %d vertices, %d edges, %d queries",
                      committed, time.perf_counter() - t0, self.engine.graph.num_vertices,
                      self.engine.graph.num_edges, len(self.queries))
+
+    # -- snapshots -------------------------------------------------------------------
+    async def _restore(self, committed: int) -> int:
+        """Load the newest snapshot (if any); return the offset to replay from."""
+        if self.cfg.snapshot_dir is None:
+            return 0
+        snap = await asyncio.to_thread(read_latest, self.cfg.snapshot_dir)
+        if snap is None:
+            return 0
+        if snap.offset > committed:
+            raise StateCorrupt(
+                f"snapshot at update-log offset {snap.offset} is ahead of the committed "
+                f"offset {committed} of {self.cfg.updates_topic}: the log is not the one "
+                "the snapshot was taken from; nothing was changed")
+        await asyncio.to_thread(self.engine.restore_graph, snap.graph)
+        for q in snap.queries:
+            doc = QueryDoc.model_validate(q["doc"])
+            reg = RegisteredQuery(id=q["id"], spec=doc.to_spec(), automorphisms=0,
+                                  plan_count=0)
+            self.queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
+        self._published = dict(snap.published)
+        self.next_offset = self._snap_offset = snap.offset
+        log.info("restored the snapshot at offset %d: %d vertices, %d edges, %d queries",
+                 snap.offset, self.engine.graph.num_vertices, self.engine.graph.num_edges,
+                 len(snap.queries))
+        return snap.offset
+
+    def _maybe_snapshot(self) -> None:
+        """Every ``snapshot_every`` records, between chunks (the engine is idle): copy
+        the state here, write it (and truncate the log behind it) on a worker thread."""
+        d = self.cfg.snapshot_dir
+        if d is None or self.next_offset - self._snap_offset < self.cfg.snapshot_every \
+                or self._loads or (self._snap_task is not None and not self._snap_task.done()):
+            return
+        snap = Snapshot(
+            offset=self.next_offset,
+            queries=[{"id": q, "seq": rd.seq, "doc": rd.doc.model_dump(mode="json")}
+                     for q, rd in self.queries.items()],
+            published={p: list(v) for p, v in self._published.items()},
+            graph={k: np.array(v) for k, v in self.engine.graph.dump().items()})
+        self._snap_offset = snap.offset
+        self._snap_task = asyncio.ensure_future(asyncio.to_thread(self._write_snapshot, d, snap))
+
+    def _write_snapshot(self, folder: Path, snap: Snapshot) -> None:
+        t0 = time.perf_counter()
+        try:
+            write_snapshot(folder, snap)
+            dropped = self._truncate(snap.offset) if self._truncate is not None else 0
+        except Exception:   # the log still holds everything: the next one may succeed
+            log.exception("snapshot at offset %d failed", snap.offset)
+            return
+        log.info("snapshot at offset %d in %.2f s (%d log batches dropped behind it)",
+                 snap.offset, time.perf_counter() - t0, dropped)
 
     # -- processing ------------------------------------------------------------------
     async def _handle(self, records: list[Any], *, replay: bool) -> None:
@@ -424,6 +496,10 @@ class Runtime:
             arrived_at=at[order][np.searchsorted(offs[order], seq // SEQ_STRIDE)],
             **_listed(result, ii, jj))
         values, off, headers, hoff = format_events(ev, time.time())
+        parts = qids % P
+        for part in np.unique(parts).tolist():
+            k = int(np.flatnonzero(parts == part)[-1])
+            self._published[part] = [int(seq[k]), int(sub[k]), int(qids[k])]
         batches: dict[int, Any] = {}
         for k, (q, sq) in enumerate(zip(qids.tolist(), seq.tolist(), strict=True)):
             value = values[off[k]:off[k + 1]]
