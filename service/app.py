@@ -49,6 +49,7 @@ from streams.codec import (
 from streams.exceptions import DecodeError, FormatError, KafkaError
 from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
 
+from ._faults import crash_point
 from .exceptions import BadRequest, GraphNotEmpty, NotReady, TooLarge, Unauthorized
 from .metrics import Metrics
 from .runtime import STATUS_NAMES, RegisteredDoc, Runtime, RuntimeConfig
@@ -86,6 +87,7 @@ class Services:
 
     async def append(self, value: bytes) -> int:
         """Append one record to the updates log (acks=all); return its offset."""
+        crash_point("append")
         with kafka_errors("appending to the updates log"):
             md = await self.producer.send_and_wait(self.settings.topic_updates, value,
                                                    partition=0)
@@ -119,13 +121,9 @@ def open_state(s: Settings) -> StateDir | None:
     (snapshots); ``--ephemeral`` none."""
     if s.ephemeral or (s.kafka_bootstrap is not None and s.state_dir is None):
         return None
-    st = StateDir(s.state_dir or default_state_dir()).open()
-    try:
-        check_latest(st.snapshots / s.topic_updates)
-    except BaseException:
-        st.close()
-        raise
-    return st
+    st = StateDir(s.state_dir or default_state_dir())
+    check_latest(st.snapshots / s.topic_updates)     # reads only: refused before the lock
+    return st.open()
 
 
 async def _start_broker(s: Settings, state: StateDir | None

@@ -59,6 +59,7 @@ from streams.codec import (
 from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
 
+from ._faults import crash_point
 from .exceptions import GraphNotEmpty, StateCorrupt
 from .metrics import Metrics
 from .snapshot import Snapshot, read_latest, write_snapshot
@@ -353,6 +354,8 @@ class Runtime:
         """Decode while the engine works: runs of update messages (cut at control records
         and at ``_RUN_UPDATES``) are applied in a worker thread one after another, and
         the loop decodes the next run and publishes the previous one meanwhile."""
+        if not replay:
+            crash_point("publish")
         chunk = _Chunk([], [], {})
         run: list[tuple[int, Updates, float]] = []
         size = 0
@@ -384,6 +387,7 @@ class Runtime:
         if not replay:
             with kafka_errors("publishing deltas"):
                 await asyncio.gather(*chunk.futures)
+                crash_point("commit")
                 await self._consumer.commit({self.tp: last + 1})
             now = time.time()
             for a in chunk.arrivals:
