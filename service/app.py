@@ -19,7 +19,9 @@ import numpy as np
 from aiokafka import AIOKafkaProducer
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpu import (
@@ -71,6 +73,10 @@ __all__ = ["Services", "create_app"]
 
 log = logging.getLogger("csm.service")
 _LOAD_PART_EDGES = 200_000
+_GRAPH_BODY = ("A graph file in the format the `format` parameter names: CSM lines "
+               "`v <id> <label>` / `e <u> <v> [<label>]`, or SNAP lines `<u> <v>`. A file "
+               "that does not parse (or declares a vertex twice) is refused with 422, naming "
+               "the line.")
 _WAIT_SECONDS = 600.0
 
 
@@ -257,8 +263,30 @@ def _install_errors(app: FastAPI) -> None:
         return reply(request, 422, "invalid", "; ".join(parts) + (
             f" (and {more} more)" if more > 0 else ""))
 
+    async def on_http(request: Request, exc: Exception) -> Response:
+        """405 names every method the path has (Starlette names only the first route's);
+        a body that is not even UTF-8 JSON is a 422 like any other invalid body."""
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            return reply(request, 422, "invalid", f"the request body cannot be parsed as "
+                         f"JSON ({exc.detail})")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed(request.app, request.scope))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=headers or None)
+
     app.add_exception_handler(CsmError, on_csm)
     app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+
+
+def _allowed(app: FastAPI, scope: dict[str, Any]) -> list[str]:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(scope["path"]):
+            methods |= route.methods
+    return sorted(methods)
 
 
 class _BodyLimit:
@@ -381,7 +409,10 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
     @app.post("/v1/graph", status_code=201, response_model=GraphLoaded,
               dependencies=[WriteAuth], responses={409: {"model": ErrorBody},
                                                    413: {"model": ErrorBody},
-                                                   401: {"model": ErrorBody}})
+                                                   401: {"model": ErrorBody}},
+              openapi_extra={"requestBody": {"required": True, "description": _GRAPH_BODY,
+                                             "content": {"text/plain": {"schema": {
+                                                 "type": "string", "minLength": 1}}}}})
     async def post_graph(request: Request, svc: ServicesDep,
                          format: Literal["csm", "snap"] = "csm") -> GraphLoaded:  # noqa: A002
         """Load the initial graph from a CSM or SNAP file (body); only while it is empty."""
@@ -433,6 +464,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
                         kafka_bootstrap=svc.kafka.bootstrap)
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, responses={200: {
+        "description": "Prometheus text exposition format",
+        "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}})
     async def metrics(svc: ServicesDep) -> Response:
         return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)

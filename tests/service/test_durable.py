@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from _serve import ROOT, Service, serve_env
 from _support import expected_from_items, published, query_doc, update_docs
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -31,65 +32,7 @@ from streams.broker import free_port
 from streams.codec import SEQ_STRIDE, QueryDoc, Register, updates_from_docs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
 POINTS = ("append", "publish", "commit")
-
-
-def _env(state: Path, port: int, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CSM_") or k == "CSM_LOG_LEVEL"}
-    env.update(CSM_STATE_DIR=str(state), CSM_PORT=str(port), CSM_BACKEND="cpu",
-               PYTHONPATH=str(ROOT), **extra)
-    return env
-
-
-class Service:
-    """``csm serve`` as a subprocess on a state directory, and its broker processes."""
-
-    def __init__(self, state: Path, log: Path, **extra: str) -> None:
-        self.state, self.log, self.port = state, log, free_port()
-        self.extra = extra
-        self.p: subprocess.Popen[bytes] | None = None
-
-    def start(self, crash_at: str | None = None) -> None:
-        env = _env(self.state, self.port, **self.extra)
-        if crash_at:
-            env["CSM_CRASH_AT"] = crash_at
-        with self.log.open("ab") as err:
-            self.p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], cwd=ROOT,
-                                      env=env, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=err)
-        with CsmClient(self.url) as c:
-            c.wait_ready(180)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def broker_pids(self) -> list[int]:
-        f = self.state / "broker" / "broker.json"
-        if not f.exists():
-            return []
-        d = json.loads(f.read_text())
-        return [d["tansu"]["pid"], d["objstore"]["pid"]]
-
-    def bootstrap(self) -> str:
-        d = json.loads((self.state / "broker" / "broker.json").read_text())
-        return f"127.0.0.1:{d['tansu']['port']}"
-
-    def wait_killed(self) -> None:
-        assert self.p is not None
-        self.p.wait(60)
-        assert self.p.returncode == -signal.SIGKILL, self.log.read_text()[-3000:]
-
-    def kill(self, broker_too: bool = False) -> None:
-        if self.p is not None and self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGKILL)
-            self.p.wait(60)
-        if broker_too:   # a machine restart: nothing of the old processes is left
-            for pid in self.broker_pids():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -197,7 +140,7 @@ def _log_end(bootstrap: str) -> int:
 # -- a state directory that cannot be used ------------------------------------------------
 def _serve_fails(state: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "service.cli", "serve"], cwd=ROOT,
-                          env=_env(state, free_port()), capture_output=True, text=True,
+                          env=serve_env(state, free_port()), capture_output=True, text=True,
                           timeout=120)
 
 
