@@ -21,8 +21,8 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpu import (
     CsmError,
@@ -35,7 +35,6 @@ from gpu import (
 )
 from streams import OP_NAMES, read_graph
 from streams.broker import EmbeddedBroker
-from streams.durable import DurableBroker
 from streams.codec import (
     SEQ_STRIDE,
     Control,
@@ -48,6 +47,7 @@ from streams.codec import (
     updates_from_docs,
     warm_up_codecs,
 )
+from streams.durable import DurableBroker
 from streams.exceptions import DecodeError, FormatError, KafkaError
 from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
 
@@ -281,11 +281,11 @@ def _install_errors(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)
 
 
-def _allowed(app: FastAPI, scope: dict[str, Any]) -> list[str]:
+def _allowed(app: FastAPI, scope: Any) -> list[str]:
     methods: set[str] = set()
     for route in app.router.routes:
         if isinstance(route, APIRoute) and route.path_regex.match(scope["path"]):
-            methods |= route.methods
+            methods |= route.methods or set()
     return sorted(methods)
 
 

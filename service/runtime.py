@@ -172,6 +172,7 @@ class Runtime:
         self._truncate = truncate
         self._snap_offset = 0
         self._snap_task: asyncio.Future[None] | None = None
+        self._finishing: asyncio.Future[None] | None = None
         self._published: dict[int, list[int]] = {}
         self.tp = TopicPartition(cfg.updates_topic, 0)
         self.queries: dict[int, RegisteredDoc] = {}
@@ -202,6 +203,10 @@ class Runtime:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        if self._finishing is not None:
+            self._finishing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._finishing
         if self._snap_task is not None:
             with contextlib.suppress(Exception):
                 await self._snap_task
@@ -216,15 +221,18 @@ class Runtime:
     async def _main(self) -> None:
         try:
             await self._recover()
+            await self._maybe_snapshot()   # a long replay: the next restart skips it
             self.ready = True
             self.metrics.ready.set(1)
             while True:
                 got = await self._consumer.getmany(self.tp, timeout_ms=200,
                                                    max_records=self.cfg.max_poll_records)
                 records = got.get(self.tp, [])
+                if self._finishing is not None and self._finishing.done():
+                    self._finishing.result()   # surfaces a failed publish or commit
                 if records:
                     await self._handle(records, replay=False)
-                    self._maybe_snapshot()
+                    await self._maybe_snapshot()
                 hw = self._consumer.highwater(self.tp)
                 if hw is not None:
                     self.metrics.lag.set(max(hw - self.next_offset, 0))
@@ -322,13 +330,15 @@ class Runtime:
                  len(snap.queries))
         return snap.offset
 
-    def _maybe_snapshot(self) -> None:
-        """Every ``snapshot_every`` records, between chunks (the engine is idle): copy
-        the state here, write it (and truncate the log behind it) on a worker thread."""
+    async def _maybe_snapshot(self) -> None:
+        """Every ``snapshot_every`` records, between chunks (the engine is idle) and once
+        they are all committed: copy the state here, write it (and truncate the log
+        behind it) on a worker thread."""
         d = self.cfg.snapshot_dir
         if d is None or self.next_offset - self._snap_offset < self.cfg.snapshot_every \
                 or self._loads or (self._snap_task is not None and not self._snap_task.done()):
             return
+        await self._settled()
         snap = Snapshot(
             offset=self.next_offset,
             queries=[{"id": q, "seq": rd.seq, "doc": rd.doc.model_dump(mode="json")}
@@ -384,22 +394,41 @@ class Runtime:
         pending = await self._next_run(pending, run, chunk, replay)
         await self._next_run(pending, [], chunk, replay)
         last = records[-1].offset
-        if not replay:
-            with kafka_errors("publishing deltas"):
-                await asyncio.gather(*chunk.futures)
-                crash_point("commit")
-                await self._consumer.commit({self.tp: last + 1})
-            now = time.time()
-            for a in chunk.arrivals:
-                self.metrics.response.observe(max(now - a, 0.0))
-            for q, (n, pos, neg) in chunk.tally.items():
-                if q in self.queries:
-                    self.metrics.deltas.labels(str(q)).inc(n)
-                    self.metrics.matches.labels(str(q), "+").inc(pos)
-                    self.metrics.matches.labels(str(q), "-").inc(neg)
+        if replay:
+            self.next_offset = last + 1
+            self._settle(chunk.outcomes)
+            self._gauges()
+            return
+        # steps 4-5 overlap the next chunk's matching: the broker's acks and the commit
+        # are waits, and each commit still follows its own chunk's acks and the previous
+        # commit (the order recovery relies on)
+        self._finishing = asyncio.ensure_future(self._finish(self._finishing, chunk, last))
+
+    async def _finish(self, before: asyncio.Future[None] | None, chunk: _Chunk,
+                      last: int) -> None:
+        """Wait for the chunk's acks, commit after it, then answer its waiters."""
+        if before is not None:
+            await before
+        with kafka_errors("publishing deltas"):
+            await asyncio.gather(*chunk.futures)
+            crash_point("commit")
+            await self._consumer.commit({self.tp: last + 1})
+        now = time.time()
+        for a in chunk.arrivals:
+            self.metrics.response.observe(max(now - a, 0.0))
+        for q, (n, pos, neg) in chunk.tally.items():
+            if q in self.queries:
+                self.metrics.deltas.labels(str(q)).inc(n)
+                self.metrics.matches.labels(str(q), "+").inc(pos)
+                self.metrics.matches.labels(str(q), "-").inc(neg)
         self.next_offset = last + 1
         self._settle(chunk.outcomes)
         self._gauges()
+
+    async def _settled(self) -> None:
+        """Until every chunk handled so far is committed (raises what failed)."""
+        if self._finishing is not None:
+            await self._finishing
 
     def _settle(self, outcomes: dict[int, Outcome]) -> None:
         self._outcomes.update(outcomes)

@@ -60,8 +60,9 @@ def write_snapshot(folder: Path, snap: Snapshot) -> Path:
     path = folder / f"snapshot-{snap.offset:020d}.npz"
     tmp = folder / f".{path.name}.tmp"
     with tmp.open("wb") as f:
-        np.savez(f, header=np.frombuffer(json.dumps(header).encode(), np.uint8),
-                 **{f"g_{k}": v for k, v in snap.graph.items()})
+        arrays: dict[str, Any] = {f"g_{k}": v for k, v in snap.graph.items()}
+        arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+        np.savez(f, **arrays)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

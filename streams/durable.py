@@ -74,8 +74,11 @@ def _listening(port: int) -> bool:
 class DurableBroker:
     """``DurableBroker(folder).start().bootstrap`` -> ``"127.0.0.1:PORT"``."""
 
-    def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
-        self.root, self.host = root, host
+    def __init__(self, root: Path, host: str = "127.0.0.1",
+                 unsynced: str | None = f"^clusters/{_CLUSTER}/groups/") -> None:
+        """``unsynced``: keys the object server writes without fsync (see
+        ``ObjectStore``); the default, Tansu's consumer-group records, is safe."""
+        self.root, self.host, self.unsynced = root, host, unsynced
         self.objects = root / "objects"
         self.store: _Proc | None = None
         self.tansu: _Proc | None = None
@@ -115,7 +118,11 @@ class DurableBroker:
         sport, kport = free_port(self.host), free_port(self.host)
         store = subprocess.Popen(
             [sys.executable, "-m", "streams.objstore", "--root", str(self.objects),
-             "--host", self.host, "--port", str(sport)],
+             "--host", self.host, "--port", str(sport),
+             "--log-level", os.environ.get("CSM_OBJSTORE_LOG_LEVEL", "warning"),
+             # group records (committed offsets): losing one to a power cut only means a
+             # longer replay, which publishes nothing twice (service.runtime)
+             *(["--unsynced", self.unsynced] if self.unsynced else [])],
             cwd=Path(__file__).resolve().parents[1], stdin=subprocess.DEVNULL,
             stdout=logf, stderr=logf, start_new_session=True)
         self.store = _Proc(store.pid, sport)

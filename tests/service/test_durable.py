@@ -6,11 +6,8 @@ is left as it was."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
