@@ -97,6 +97,9 @@ class Services:
         with kafka_errors("appending to the updates log"):
             md = await self.producer.send_and_wait(self.settings.topic_updates, value,
                                                    partition=0)
+        ts = md.timestamp if md.timestamp is not None and md.timestamp > 0 else \
+            int(time.time() * 1000)
+        self.runtime.offer(int(md.offset), value, ts)   # no fetch wait for our own records
         return int(md.offset)
 
     async def control(self, c: Control) -> Any:
@@ -175,7 +178,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             matches_partitions=found[s.topic_matches],
             recent_per_query=s.recent_deltas_per_query,
             snapshot_dir=None if state is None else state.snapshots / s.topic_updates,
-            snapshot_every=s.snapshot_every), metrics, truncate=_truncator(s, broker))
+            snapshot_every=s.snapshot_every,
+            snapshot_every_updates=s.snapshot_every_updates), metrics, truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):
             await producer.start()

@@ -60,6 +60,7 @@ from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
 
 from ._faults import crash_point
+from ._feed import LocalFeed, LocalRecord
 from .exceptions import GraphNotEmpty, StateCorrupt
 from .metrics import Metrics
 from .snapshot import Snapshot, read_latest, write_snapshot
@@ -84,8 +85,10 @@ class RuntimeConfig:
     recent_per_query: int = 10_000
     #: where snapshots go (None: none; recovery replays the whole log)
     snapshot_dir: Path | None = None
-    #: update-log records between snapshots
+    #: a snapshot after this many update-log records (keeps the embedded broker's
+    #: partition listing short) or this many updates (bounds the replay), whichever first
     snapshot_every: int = 1000
+    snapshot_every_updates: int = 500_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,7 @@ class Runtime:
         self.engine, self.kafka, self.cfg, self.metrics = engine, kafka, cfg, metrics
         self._truncate = truncate
         self._snap_offset = 0
+        self._work = 0      # updates (and loaded edges) since the last snapshot
         self._snap_task: asyncio.Future[None] | None = None
         self._finishing: asyncio.Future[None] | None = None
         self._published: dict[int, list[int]] = {}
@@ -187,6 +191,11 @@ class Runtime:
         self._dead_upto = -1
         self._reclaimed_seen = 0
         self._task: asyncio.Task[None] | None = None
+        #: this process's own appends (``offer``), and the offset after the last record
+        #: handed to the engine; a fetch in flight outlives a loop turn the feed won
+        self._feed = LocalFeed()
+        self._expected = 0
+        self._fetch: asyncio.Future[dict[Any, list[Any]]] | None = None
         self._producer = make_producer(kafka)
         self._consumer = make_consumer(kafka, cfg.group)
 
@@ -203,6 +212,10 @@ class Runtime:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        if self._fetch is not None:
+            self._fetch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._fetch
         if self._finishing is not None:
             self._finishing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -224,10 +237,9 @@ class Runtime:
             await self._maybe_snapshot()   # a long replay: the next restart skips it
             self.ready = True
             self.metrics.ready.set(1)
+            self._expected = self.next_offset
             while True:
-                got = await self._consumer.getmany(self.tp, timeout_ms=200,
-                                                   max_records=self.cfg.max_poll_records)
-                records = got.get(self.tp, [])
+                records = await self._next_records()
                 if self._finishing is not None and self._finishing.done():
                     self._finishing.result()   # surfaces a failed publish or commit
                 if records:
@@ -247,6 +259,29 @@ class Runtime:
                 for f in fs:
                     if not f.done():
                         f.set_result(exc)
+
+    async def _next_records(self) -> list[Any]:
+        """The next records in log order: this process's own appends as soon as they
+        are next (no fetch wait), else what the fetch brings; [] after an idle fetch."""
+        while True:
+            local = self._feed.take(self._expected, self.cfg.max_poll_records)
+            if local:
+                return local
+            if self._fetch is None:
+                self._fetch = asyncio.ensure_future(self._consumer.getmany(
+                    self.tp, timeout_ms=200, max_records=self.cfg.max_poll_records))
+            woke = asyncio.ensure_future(self._feed.wait())
+            try:
+                await asyncio.wait({self._fetch, woke}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                woke.cancel()
+            if self._fetch.done():
+                got, self._fetch = self._fetch.result(), None
+                return [r for r in got.get(self.tp, []) if r.offset >= self._expected]
+
+    def offer(self, offset: int, value: bytes, timestamp_ms: int) -> None:
+        """A record the broker acknowledged at ``offset`` for this process (the API)."""
+        self._feed.offer(LocalRecord(offset, value, timestamp_ms))
 
     # -- API side ----------------------------------------------------------------
     async def outcome(self, offset: int, timeout: float) -> Outcome:
@@ -331,12 +366,13 @@ class Runtime:
         return snap.offset
 
     async def _maybe_snapshot(self) -> None:
-        """Every ``snapshot_every`` records, between chunks (the engine is idle) and once
+        """Every ``snapshot_every`` records or ``snapshot_every_updates``, between chunks (the engine is idle) and once
         they are all committed: copy the state here, write it (and truncate the log
         behind it) on a worker thread."""
         d = self.cfg.snapshot_dir
-        if d is None or self.next_offset - self._snap_offset < self.cfg.snapshot_every \
-                or self._loads or (self._snap_task is not None and not self._snap_task.done()):
+        due = self.next_offset - self._snap_offset >= self.cfg.snapshot_every or \
+            self._work >= self.cfg.snapshot_every_updates
+        if d is None or not due or self._loads or (self._snap_task is not None and not self._snap_task.done()):
             return
         await self._settled()
         snap = Snapshot(
@@ -345,7 +381,7 @@ class Runtime:
                      for q, rd in self.queries.items()],
             published={p: list(v) for p, v in self._published.items()},
             graph={k: np.array(v) for k, v in self.engine.graph.dump().items()})
-        self._snap_offset = snap.offset
+        self._snap_offset, self._work = snap.offset, 0
         self._snap_task = asyncio.ensure_future(asyncio.to_thread(self._write_snapshot, d, snap))
 
     def _write_snapshot(self, folder: Path, snap: Snapshot) -> None:
@@ -380,6 +416,7 @@ class Runtime:
                 chunk.arrivals.append(arrived)
                 run.append((rec.offset, item, arrived))
                 size += len(item)
+                self._work += len(item)
                 if size >= _RUN_UPDATES:
                     pending = await self._next_run(pending, run, chunk, replay)
                     run, size = [], 0
@@ -391,9 +428,11 @@ class Runtime:
                 await self._dead_letter(rec, str(item), chunk, replay)
             else:
                 chunk.outcomes[rec.offset] = await self._control(rec.offset, item, chunk, replay)
+                self._work += len(item.edges) if isinstance(item, LoadPart) else 1
         pending = await self._next_run(pending, run, chunk, replay)
         await self._next_run(pending, [], chunk, replay)
         last = records[-1].offset
+        self._expected = last + 1
         if replay:
             self.next_offset = last + 1
             self._settle(chunk.outcomes)

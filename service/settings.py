@@ -48,8 +48,10 @@ class Settings(BaseSettings):
     state_dir: Path | None = None
     #: embedded broker in memory only: everything is lost when the service stops
     ephemeral: bool = False
-    #: update-log records between snapshots (where there is a state directory)
+    #: a snapshot after this many update-log records or this many updates, whichever
+    #: comes first (where there is a state directory)
     snapshot_every: int = Field(1000, ge=1)
+    snapshot_every_updates: int = Field(500_000, ge=1)
 
     # Kafka: no bootstrap starts the embedded broker on 127.0.0.1 and a free port
     kafka_bootstrap: str | None = None
