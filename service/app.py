@@ -179,7 +179,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             recent_per_query=s.recent_deltas_per_query,
             snapshot_dir=None if state is None else state.snapshots / s.topic_updates,
             snapshot_every=s.snapshot_every,
-            snapshot_every_updates=s.snapshot_every_updates), metrics, truncate=_truncator(s, broker))
+            snapshot_every_updates=s.snapshot_every_updates), metrics,
+            truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):
             await producer.start()

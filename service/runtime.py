@@ -61,9 +61,10 @@ from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer
 
 from ._faults import crash_point
 from ._feed import LocalFeed, LocalRecord
+from ._snapshots import Snapshots
 from .exceptions import GraphNotEmpty, StateCorrupt
 from .metrics import Metrics
-from .snapshot import Snapshot, read_latest, write_snapshot
+from .snapshot import Snapshot
 
 __all__ = ["STATUS_NAMES", "Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
 
@@ -172,10 +173,8 @@ class Runtime:
         """``truncate(offset)`` drops update-log records below ``offset`` once a snapshot
         there is on disk (the durable embedded broker's retention)."""
         self.engine, self.kafka, self.cfg, self.metrics = engine, kafka, cfg, metrics
-        self._truncate = truncate
-        self._snap_offset = 0
-        self._work = 0      # updates (and loaded edges) since the last snapshot
-        self._snap_task: asyncio.Future[None] | None = None
+        self._snaps = Snapshots(cfg.snapshot_dir, cfg.snapshot_every,
+                                cfg.snapshot_every_updates, truncate)
         self._finishing: asyncio.Future[None] | None = None
         self._published: dict[int, list[int]] = {}
         self.tp = TopicPartition(cfg.updates_topic, 0)
@@ -220,9 +219,7 @@ class Runtime:
             self._finishing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._finishing
-        if self._snap_task is not None:
-            with contextlib.suppress(Exception):
-                await self._snap_task
+        await self._snaps.close()
         with contextlib.suppress(Exception):
             await self._consumer.stop()
         with contextlib.suppress(Exception):
@@ -342,9 +339,7 @@ class Runtime:
     # -- snapshots -------------------------------------------------------------------
     async def _restore(self, committed: int) -> int:
         """Load the newest snapshot (if any); return the offset to replay from."""
-        if self.cfg.snapshot_dir is None:
-            return 0
-        snap = await asyncio.to_thread(read_latest, self.cfg.snapshot_dir)
+        snap = await self._snaps.latest()
         if snap is None:
             return 0
         if snap.offset > committed:
@@ -359,41 +354,24 @@ class Runtime:
                                   plan_count=0)
             self.queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
         self._published = dict(snap.published)
-        self.next_offset = self._snap_offset = snap.offset
+        self.next_offset = snap.offset
         log.info("restored the snapshot at offset %d: %d vertices, %d edges, %d queries",
                  snap.offset, self.engine.graph.num_vertices, self.engine.graph.num_edges,
                  len(snap.queries))
         return snap.offset
 
     async def _maybe_snapshot(self) -> None:
-        """Every ``snapshot_every`` records or ``snapshot_every_updates``, between chunks (the engine is idle) and once
-        they are all committed: copy the state here, write it (and truncate the log
-        behind it) on a worker thread."""
-        d = self.cfg.snapshot_dir
-        due = self.next_offset - self._snap_offset >= self.cfg.snapshot_every or \
-            self._work >= self.cfg.snapshot_every_updates
-        if d is None or not due or self._loads or (self._snap_task is not None and not self._snap_task.done()):
+        """When one is due, between chunks (the engine is idle) and once every chunk is
+        committed: copy the state here; it is written on a worker thread."""
+        if self._loads or not self._snaps.due(self.next_offset):
             return
         await self._settled()
-        snap = Snapshot(
+        self._snaps.write(Snapshot(
             offset=self.next_offset,
             queries=[{"id": q, "seq": rd.seq, "doc": rd.doc.model_dump(mode="json")}
                      for q, rd in self.queries.items()],
             published={p: list(v) for p, v in self._published.items()},
-            graph={k: np.array(v) for k, v in self.engine.graph.dump().items()})
-        self._snap_offset, self._work = snap.offset, 0
-        self._snap_task = asyncio.ensure_future(asyncio.to_thread(self._write_snapshot, d, snap))
-
-    def _write_snapshot(self, folder: Path, snap: Snapshot) -> None:
-        t0 = time.perf_counter()
-        try:
-            write_snapshot(folder, snap)
-            dropped = self._truncate(snap.offset) if self._truncate is not None else 0
-        except Exception:   # the log still holds everything: the next one may succeed
-            log.exception("snapshot at offset %d failed", snap.offset)
-            return
-        log.info("snapshot at offset %d in %.2f s (%d log batches dropped behind it)",
-                 snap.offset, time.perf_counter() - t0, dropped)
+            graph={k: np.array(v) for k, v in self.engine.graph.dump().items()}))
 
     # -- processing ------------------------------------------------------------------
     async def _handle(self, records: list[Any], *, replay: bool) -> None:
@@ -416,7 +394,7 @@ class Runtime:
                 chunk.arrivals.append(arrived)
                 run.append((rec.offset, item, arrived))
                 size += len(item)
-                self._work += len(item)
+                self._snaps.work += len(item)
                 if size >= _RUN_UPDATES:
                     pending = await self._next_run(pending, run, chunk, replay)
                     run, size = [], 0
@@ -428,7 +406,7 @@ class Runtime:
                 await self._dead_letter(rec, str(item), chunk, replay)
             else:
                 chunk.outcomes[rec.offset] = await self._control(rec.offset, item, chunk, replay)
-                self._work += len(item.edges) if isinstance(item, LoadPart) else 1
+                self._snaps.work += len(item.edges) if isinstance(item, LoadPart) else 1
         pending = await self._next_run(pending, run, chunk, replay)
         await self._next_run(pending, [], chunk, replay)
         last = records[-1].offset
