@@ -29,7 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,6 +56,50 @@ def _start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], flo
     return p, time.perf_counter() - t0
 
 
+def _dataset(a: argparse.Namespace) -> tuple[Any, Path, Path, list[dict[str, Any]]]:
+    """The generated graph (written as a CSM file in a fresh folder) and stream."""
+    total = a.edges + a.updates
+    ds = generate(GenConfig(vertices=total // 8, edges=total, labels=4, queries=0,
+                            insert_ratio=a.updates / total * 0.9,
+                            delete_ratio=a.updates / total * 0.1, seed=5))
+    work = Path(tempfile.mkdtemp(prefix="csm-recovery-"))
+    gfile = work / "graph.csm"
+    with gfile.open("w") as f:
+        csm.write_graph(f, ds.initial)
+    return ds, work, gfile, docs_from_batch(ds.stream)
+
+
+def _fill(env: dict[str, str], gfile: Path, docs: list[dict[str, Any]],
+          post: int) -> tuple[float, dict[str, Any]]:
+    """Load the graph, register the triangle, post the stream, wait until it is applied."""
+    with CsmClient(f"http://127.0.0.1:{env['CSM_PORT']}") as c:
+        t0 = time.perf_counter()
+        c.load_graph(gfile)
+        c.register(TRI)
+        last = -1
+        for i in range(0, len(docs), post):
+            last = c.post_updates(docs[i:i + post])["last_seq"]
+        while c.wait_ready()["offset"] * SEQ_STRIDE <= last:
+            time.sleep(0.05)
+        return time.perf_counter() - t0, c.graph()
+
+
+def _crash_and_recover(p: subprocess.Popen[bytes], env: dict[str, str], log: Path,
+                       size: dict[str, Any], also: Callable[[], None] | None = None) -> float:
+    """kill -9 (and ``also``), start again: the seconds to ready; the graph must match."""
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(30)
+    if also is not None:
+        also()
+    p, warm = _start(env, log)
+    with CsmClient(f"http://127.0.0.1:{env['CSM_PORT']}") as c:
+        after = c.graph()
+    p.send_signal(signal.SIGTERM)
+    p.wait(60)
+    assert after == size, (after, size)
+    return warm
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--edges", type=int, default=1_000_000)
@@ -67,38 +113,14 @@ def main() -> None:
     a = ap.parse_args()
     if a.durable:
         return durable(a)
-    total = a.edges + a.updates
-    ds = generate(GenConfig(vertices=total // 8, edges=total, labels=4, queries=0,
-                            insert_ratio=a.updates / total * 0.9,
-                            delete_ratio=a.updates / total * 0.1, seed=5))
-    work = Path(tempfile.mkdtemp(prefix="csm-recovery-"))
-    gfile, log = work / "graph.csm", work / "service.log"
-    with gfile.open("w") as f:
-        csm.write_graph(f, ds.initial)
-    docs = docs_from_batch(ds.stream)
+    ds, work, gfile, docs = _dataset(a)
+    log = work / "service.log"
     with EmbeddedBroker() as broker:
         env = {**os.environ, "CSM_KAFKA_BOOTSTRAP": broker.bootstrap,
                "CSM_PORT": str(free_port()), "CSM_BACKEND": a.backend, "CSM_LOG_LEVEL": "info"}
         p, cold = _start(env, log)
-        with CsmClient(f"http://127.0.0.1:{env['CSM_PORT']}") as c:
-            t0 = time.perf_counter()
-            c.load_graph(gfile)
-            c.register(TRI)
-            last = -1
-            for i in range(0, len(docs), a.post):
-                last = c.post_updates(docs[i:i + a.post])["last_seq"]
-            while c.wait_ready()["offset"] * SEQ_STRIDE <= last:
-                time.sleep(0.05)
-            fill = time.perf_counter() - t0
-            size = c.graph()
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(30)
-        p, warm = _start(env, log)
-        with CsmClient(f"http://127.0.0.1:{env['CSM_PORT']}") as c:
-            after = c.graph()
-        p.send_signal(signal.SIGTERM)
-        p.wait(60)
-    assert after == size, (after, size)
+        fill, size = _fill(env, gfile, docs, a.post)
+        warm = _crash_and_recover(p, env, log, size)
     logged = len(ds.initial.src) + len(docs)
     text = log.read_text()
     replay = re.findall(r"replayed (\d+) records in ([0-9.]+) s", text)
@@ -134,42 +156,20 @@ def main() -> None:
 
 
 def durable(a: argparse.Namespace) -> None:
-    total = a.edges + a.updates
-    ds = generate(GenConfig(vertices=total // 8, edges=total, labels=4, queries=0,
-                            insert_ratio=a.updates / total * 0.9,
-                            delete_ratio=a.updates / total * 0.1, seed=5))
-    work = Path(tempfile.mkdtemp(prefix="csm-recovery-"))
-    gfile, log, state = work / "graph.csm", work / "service.log", work / "state"
-    with gfile.open("w") as f:
-        csm.write_graph(f, ds.initial)
-    docs = docs_from_batch(ds.stream)
+    _, work, gfile, docs = _dataset(a)
+    log, state = work / "service.log", work / "state"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CSM_")}
     env.update(CSM_STATE_DIR=str(state), CSM_PORT=str(free_port()), CSM_BACKEND=a.backend,
                CSM_LOG_LEVEL="info", CSM_SNAPSHOT_EVERY=str(a.snapshot_every))
     p, cold = _start(env, log)
-    with CsmClient(f"http://127.0.0.1:{env['CSM_PORT']}") as c:
-        t0 = time.perf_counter()
-        c.load_graph(gfile)
-        c.register(TRI)
-        last = -1
-        for i in range(0, len(docs), a.post):
-            last = c.post_updates(docs[i:i + a.post])["last_seq"]
-        while c.wait_ready()["offset"] * SEQ_STRIDE <= last:
-            time.sleep(0.05)
-        fill = time.perf_counter() - t0
-        size = c.graph()
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait(30)
-    if a.kill_broker:
+    fill, size = _fill(env, gfile, docs, a.post)
+
+    def kill_broker() -> None:
         run = json.loads((state / "broker" / "broker.json").read_text())
         for pid in (run["tansu"]["pid"], run["objstore"]["pid"]):
             os.kill(pid, signal.SIGKILL)
-    p, warm = _start(env, log)
-    with CsmClient(f"http://127.0.0.1:{env['CSM_PORT']}") as c:
-        after = c.graph()
-    p.send_signal(signal.SIGTERM)
-    p.wait(60)
-    assert after == size, (after, size)
+
+    warm = _crash_and_recover(p, env, log, size, kill_broker if a.kill_broker else None)
     text = log.read_text()
     restored = re.findall(r"restored the snapshot at offset (\d+)", text)
     replayed = re.findall(r"replaying (\d+) update-log records", text)
@@ -189,7 +189,8 @@ def durable(a: argparse.Namespace) -> None:
         f"{_machine()} ({os.cpu_count()} cores).",
         "",
         "`csm serve` with no Kafka settings (durable embedded broker, snapshots every "
-        f"{a.snapshot_every:,} update-log records) loads the graph through `POST /v1/graph`, "
+        f"{a.snapshot_every:,} update-log records or 500,000 updates) loads the graph "
+        "through `POST /v1/graph`, "
         "registers a triangle query and takes the stream; once caught up, kill -9 of "
         f"{how}, then `csm serve` again. Recovery is restart to `/readyz` ready; "
         "graph and queries are checked equal.",

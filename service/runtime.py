@@ -332,9 +332,10 @@ class Runtime:
         self.metrics.queries.set(len(self.queries))
         self._gauges()
         if committed:
-            log.info("recovered to offset %d in %.2f s: %d vertices, %d edges, %d queries",
-                     committed, time.perf_counter() - t0, self.engine.graph.num_vertices,
-                     self.engine.graph.num_edges, len(self.queries))
+            g = self.engine.graph
+            log.info("replayed %d records in %.2f s, at offset %d: %d vertices, %d edges, "
+                     "%d queries", committed - start, time.perf_counter() - t0, committed,
+                     g.num_vertices, g.num_edges, len(self.queries))
 
     # -- snapshots -------------------------------------------------------------------
     async def _restore(self, committed: int) -> int:
