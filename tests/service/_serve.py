@@ -27,9 +27,9 @@ def serve_env(state: Path, port: int, **extra: str) -> dict[str, str]:
 class Service:
     """``csm serve`` as a subprocess on a state directory, and its broker processes."""
 
-    def __init__(self, state: Path, log: Path, **extra: str) -> None:
+    def __init__(self, state: Path, log: Path, *args: str, **extra: str) -> None:
         self.state, self.log, self.port = state, log, free_port()
-        self.extra = extra
+        self.args, self.extra = args, extra
         self.p: subprocess.Popen[bytes] | None = None
 
     def start(self, crash_at: str | None = None) -> None:
@@ -37,7 +37,8 @@ class Service:
         if crash_at:
             env["CSM_CRASH_AT"] = crash_at
         with self.log.open("ab") as err:
-            self.p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], cwd=ROOT,
+            self.p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", *self.args],
+                                      cwd=ROOT,
                                       env=env, stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=err)
         with CsmClient(self.url) as c:

@@ -180,3 +180,13 @@ def test_a_damaged_state_directory_exits_2_and_is_left_alone(tmp_path: Path,
     assert r.returncode == 2, r.stderr
     assert "csm: error: " in r.stderr and want in r.stderr, r.stderr
     assert _digest(state) == before
+
+
+def test_ephemeral_says_so_once_and_writes_no_state(tmp_path: Path) -> None:
+    svc = Service(tmp_path / "state", tmp_path / "serve.log", "--ephemeral")
+    svc.start()
+    svc.stop()
+    warnings = [line for line in svc.log.read_text().splitlines() if " WARNING " in line]
+    assert len(warnings) == 1 and "--ephemeral" in warnings[0] and "lost" in warnings[0], \
+        warnings
+    assert not svc.state.exists()
