@@ -53,11 +53,15 @@ def _files(folder: Path) -> list[tuple[int, Path]]:
 
 
 def write_snapshot(folder: Path, snap: Snapshot) -> Path:
-    """Write durably, then drop all but the newest few."""
+    """Write durably, then drop all but the newest few (the folder is locked: no other
+    writer's temporary file can be in it)."""
     folder.mkdir(parents=True, exist_ok=True)
     header = {"format": _FORMAT, "offset": snap.offset, "queries": snap.queries,
               "published": {str(k): v for k, v in snap.published.items()}}
     path = folder / f"snapshot-{snap.offset:020d}.npz"
+    for torn in folder.glob(".snapshot-*.npz.tmp"):   # a write cut short by a crash
+        with contextlib.suppress(FileNotFoundError):
+            torn.unlink()
     tmp = folder / f".{path.name}.tmp"
     with tmp.open("wb") as f:
         arrays: dict[str, Any] = {f"g_{k}": v for k, v in snap.graph.items()}

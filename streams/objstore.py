@@ -1,20 +1,22 @@
 """A small S3-compatible object server over a directory: the embedded broker's disk.
 
 Tansu's ``s3://`` storage engine is its only durable one, so the service runs this next
-to it (``python -m streams.objstore --root DIR --port P``). It speaks exactly the calls
-Tansu makes through the ``object_store`` crate, for one bucket per top-level folder:
+to it (``python -m streams.objstore --root DIR --port P``; the HTTP side is
+``streams._s3http``). It speaks exactly the calls Tansu makes through the
+``object_store`` crate, one bucket per top-level folder:
 
 - ``PUT /bucket/key`` (with ``If-None-Match: *`` or ``If-Match: <etag>``: 412 when the
-  condition fails), ``GET`` (``Range`` honoured), ``HEAD``, ``DELETE``;
+  condition fails), ``GET`` (``Range``, ``If-None-Match`` -> 304), ``HEAD``, ``DELETE``;
 - ``GET /bucket?list-type=2`` (ListObjectsV2: ``prefix``, ``delimiter``,
-  ``continuation-token``/``start-after``, ``max-keys``).
+  ``continuation-token``/``start-after``, ``max-keys``; all keys in one page by default).
 
-Durability: an object is written to a temporary file, fsynced, renamed over the old one
-and its folder fsynced before the PUT is answered (``--unsynced`` names keys that skip
-the fsyncs but keep the atomic rename), so an acknowledged write survives a
-kill -9 of any process and a power cut. ETags are ``size-mtime_ns-inode`` of the file
-(every write renames a new inode in). Requests are not authenticated: it listens on
-loopback only, for its own broker.
+Durability: an object is written to a temporary file, fdatasynced, renamed over the old
+one and its folder fsynced before the PUT is answered, so an acknowledged write survives
+a kill -9 of any process and a power cut (``--unsynced`` names keys that skip the syncs
+but keep the atomic rename). ETags are the content's MD5, kept in an extended attribute
+(recomputed where the file system has none). This process is the folder's only writer,
+so it keeps each listed folder's sorted entries in memory. Requests are not
+authenticated: it listens on loopback only, for its own broker.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _quote(seg: str) -> str:
     """A key segment as a file name: anything unusual percent-encoded, never '.'/'..'."""
     if _SAFE.match(seg) and not seg.startswith(".") and not seg.endswith(_SUFFIX):
         return seg
-    return "%" + urllib.parse.quote(seg, safe="").replace("%", "~")
+    return "%" + urllib.parse.quote(seg, safe="").replace("~", "%7E").replace("%", "~")
 
 
 def _unquote(name: str) -> str:
