@@ -9,7 +9,8 @@ directory gives it ``<state>/broker``):
 They run in their own session, so a kill -9 of the service leaves them serving: the next
 :meth:`DurableBroker.start` finds them through ``broker.json`` (pids and ports) and
 reattaches. Where they are gone too (a machine restart), it starts new ones on the same
-objects. :meth:`DurableBroker.stop` (a clean shutdown) stops both.
+objects. While the service runs, a watchdog thread starts the pair again (same files,
+same ports) if either dies. :meth:`DurableBroker.stop` (a clean shutdown) stops both.
 
 Tansu's fetch lists every record batch of a partition, so the service keeps the updates
 partition short with :meth:`DurableBroker.truncate` behind its snapshots.
@@ -25,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,15 @@ def _alive(pid: int, marker: str) -> bool:
     return False
 
 
+def _kill_pair(store: _Proc, tansu: _Proc, objects: Path) -> None:
+    for p, marker in ((tansu, f":{tansu.port}"), (store, str(objects))):
+        if _alive(p.pid, marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(p.pid, os.WNOHANG)
+
+
 def _listening(port: int) -> bool:
     import socket
     try:
@@ -83,6 +94,8 @@ class DurableBroker:
         self.store: _Proc | None = None
         self.tansu: _Proc | None = None
         self.reattached = False
+        self._stopping = threading.Event()
+        self._watch: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -105,17 +118,42 @@ class DurableBroker:
                 self.store, self.tansu, self.reattached = store, tansu, True
                 log.info("reattached to the broker started earlier (pids %d, %d)",
                          tansu.pid, store.pid)
-                return self
-            for p, marker in ((tansu, f":{tansu.port}"), (store, str(self.objects))):
-                if _alive(p.pid, marker):   # half of a pair: start both afresh
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(p.pid, signal.SIGKILL)
-        self._spawn(timeout)
+            else:
+                _kill_pair(store, tansu, self.objects)   # half of a pair: both afresh
+        if self.store is None:
+            try:
+                self._spawn(timeout)
+            except BrokerError:
+                self.stop()
+                raise
+        self._watch = threading.Thread(target=self._watchdog, daemon=True,
+                                       name="csm-broker-watch")
+        self._watch.start()
         return self
 
-    def _spawn(self, timeout: float) -> None:
+    def _watchdog(self, every: float = 0.5) -> None:
+        """While the service runs: if either process dies, start both again on the same
+        files and ports (the Kafka clients reconnect to the address they know)."""
+        while not self._stopping.wait(every):
+            store, tansu = self.store, self.tansu
+            if store is None or tansu is None:
+                return
+            if _alive(store.pid, str(self.objects)) and _alive(tansu.pid, f":{tansu.port}"):
+                continue
+            log.warning("the embedded broker's processes stopped (pids %d, %d); starting "
+                        "them again on the same files and ports", tansu.pid, store.pid)
+            _kill_pair(store, tansu, self.objects)
+            try:
+                self._spawn(20.0, (store.port, tansu.port))
+            except BrokerError:
+                log.exception("restarting the embedded broker failed; trying again")
+                if self.store is not None and self.tansu is not None:
+                    _kill_pair(self.store, self.tansu, self.objects)
+                self.store, self.tansu = store, tansu   # dead pids: the next turn retries
+
+    def _spawn(self, timeout: float, ports: tuple[int, int] | None = None) -> None:
         logf = (self.root / "broker.log").open("ab")
-        sport, kport = free_port(self.host), free_port(self.host)
+        sport, kport = ports or (free_port(self.host), free_port(self.host))
         store = subprocess.Popen(
             [sys.executable, "-m", "streams.objstore", "--root", str(self.objects),
              "--host", self.host, "--port", str(sport),
@@ -139,9 +177,6 @@ class DurableBroker:
                 start_new_session=True)
             self.tansu = _Proc(tansu.pid, kport)
             wait_listening(tansu, self.host, kport, timeout, "the embedded broker")
-        except BrokerError:
-            self.stop()
-            raise
         finally:
             logf.close()
         self._write_runfile()
@@ -150,6 +185,9 @@ class DurableBroker:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop both processes (Tansu first: nothing is acknowledged after its store)."""
+        self._stopping.set()
+        if self._watch is not None and self._watch is not threading.current_thread():
+            self._watch.join(30)
         for p, marker in ((self.tansu, None), (self.store, str(self.objects))):
             if p is None:
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -190,3 +191,25 @@ def test_ephemeral_says_so_once_and_writes_no_state(tmp_path: Path) -> None:
     assert len(warnings) == 1 and "--ephemeral" in warnings[0] and "lost" in warnings[0], \
         warnings
     assert not svc.state.exists()
+
+
+def test_broker_processes_killed_under_a_running_service_come_back(services: list[Service],
+                                                                    tmp_path: Path) -> None:
+    """The watchdog starts them again on the same files and ports; nothing is lost."""
+    svc = Service(tmp_path / "state", tmp_path / "serve.log")
+    services.append(svc)
+    svc.start()
+    with CsmClient(svc.url, timeout=60) as c:
+        q = c.register(query_doc(generate(GenConfig(vertices=50, edges=100, queries=1, seed=4)
+                                          ).queries[0][1]))
+        first = c.post_updates([{"op": "insert", "src": 1, "dst": 2}])
+        old = svc.broker_pids()
+        for pid in old:
+            os.kill(pid, signal.SIGKILL)
+        while set(svc.broker_pids()) & set(old) or len(svc.broker_pids()) != 2:
+            time.sleep(0.05)   # until broker.json names the new pair
+        second = c.post_updates([{"op": "insert", "src": 2, "dst": 3}])
+        _wait_processed(c, second["first_seq"] // SEQ_STRIDE)
+        assert second["first_seq"] // SEQ_STRIDE == first["first_seq"] // SEQ_STRIDE + 1
+        assert [x["id"] for x in c.queries()] == [q["id"]]
+        assert c.graph()["edges"] == 2
