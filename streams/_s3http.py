@@ -150,8 +150,11 @@ class _Server:
         if "aws-chunked" in r.headers.get("content-encoding", "") or \
                 r.headers.get("x-amz-content-sha256", "").startswith("STREAMING-"):
             return _error(501, "NotImplemented", "aws-chunked uploads are not supported")
-        etag = await asyncio.to_thread(self.store.put, r.bucket, r.key, r.body,
-                                       r.headers.get("if-match"), r.headers.get("if-none-match"))
+        args = (r.bucket, r.key, r.body, r.headers.get("if-match"),
+                r.headers.get("if-none-match"))
+        # only the fsyncs are worth a worker thread; an unsynced write is quicker inline
+        etag = (await asyncio.to_thread(self.store.put, *args) if self.store.synced(r.key)
+                else self.store.put(*args))
         if etag is None:
             return _error(412, "PreconditionFailed",
                           "At least one of the pre-conditions you specified did not hold")
