@@ -313,6 +313,14 @@ class Runtime:
             self._dead_upto = json.loads(rec.value)["offset"]
         t0 = time.perf_counter()
         start = await self._restore(committed)
+        with kafka_errors("reading the log's start"):
+            first = (await self._consumer.beginning_offsets([self.tp]))[self.tp]
+        if first > start and start < committed:
+            raise StateCorrupt(
+                f"{self.cfg.updates_topic} starts at offset {first}, but recovery needs it "
+                f"from offset {start} (the newest snapshot): its retention dropped records "
+                "no snapshot covers; keep the updates topic's retention above the snapshot "
+                "interval")
         log.info("recovering: replaying %d update-log records, then %d to re-process",
                  committed - start, end - committed)
         self._consumer.seek(self.tp, start)
