@@ -1,8 +1,10 @@
 """Streaming-service benchmark: ingest through REST and Kafka, response time against rate.
 
-    python bench/service_bench.py [--backend cpu|gpu|auto] [--out docs/benchmarks.md]
+    python bench/service_bench.py [--backend cpu|gpu|auto] [--durable] [--out docs/benchmarks.md]
 
-Everything runs on this machine: the embedded broker, the service (one process, one
+Everything runs on this machine: the embedded broker (in memory, shared by the runs; with
+``--durable`` the default ``csm serve`` setup instead: each run's own state directory, Tansu
+on our object server, every acknowledged write fsynced), the service (one process, one
 engine), and the load generator. Response time is the service's own: arrival of an update
 message at the service to the broker's ack of its delta (published_at - arrived_at in each
 delta, the span csm_response_seconds measures).
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,12 +56,20 @@ def _stream(n: int, seed: int) -> list[dict]:  # type: ignore[type-arg]
     return docs_from_batch(ds.stream)
 
 
-def _service(broker: EmbeddedBroker, backend: str, tag: str) -> ServerThread:
+def _service(broker: EmbeddedBroker | None, backend: str, tag: str) -> ServerThread:
+    """On the shared in-memory broker, or (None) durable on a fresh state directory."""
+    where: dict[str, object] = ({"kafka_bootstrap": broker.bootstrap} if broker else
+                                {"state_dir": Path(tempfile.mkdtemp(prefix="csm-bench-"))})
     return ServerThread(Settings(
-        kafka_bootstrap=broker.bootstrap, backend=backend, port=free_port(),
+        backend=backend, port=free_port(),
         topic_updates=f"{tag}.u", topic_matches=f"{tag}.m", topic_queries=f"{tag}.q",
         topic_deadletter=f"{tag}.d", kafka_consumer_group=f"{tag}.g",
-        log_level="warning")).start()
+        log_level="warning", **where)).start()  # type: ignore[arg-type]
+
+
+def _bootstrap(srv: ServerThread) -> str:
+    with srv.client() as c:
+        return str(c.wait_ready()["kafka_bootstrap"])
 
 
 def _caught_up(srv: ServerThread, last_seq: int) -> None:
@@ -66,7 +78,7 @@ def _caught_up(srv: ServerThread, last_seq: int) -> None:
             time.sleep(0.02)   # a tighter poll steals the service's CPU
 
 
-def rest_ingest(broker: EmbeddedBroker, backend: str, docs: list[dict],  # type: ignore[type-arg]
+def rest_ingest(broker: EmbeddedBroker | None, backend: str, docs: list[dict],  # type: ignore[type-arg]
                 batch: int = 1000, clients: int = 4) -> tuple[float, float]:
     srv = _service(broker, backend, f"rest{time.time_ns()}")
     try:
@@ -88,7 +100,7 @@ def rest_ingest(broker: EmbeddedBroker, backend: str, docs: list[dict],  # type:
         srv.stop()
 
 
-def kafka_ingest(broker: EmbeddedBroker, backend: str, docs: list[dict],  # type: ignore[type-arg]
+def kafka_ingest(broker: EmbeddedBroker | None, backend: str, docs: list[dict],  # type: ignore[type-arg]
                  per_message: int = 1000, form: str = "updates") -> tuple[float, float]:
     """``form``: the REST-like ``updates`` objects, or the ``columns`` fast path."""
     tag = f"kafka{time.time_ns()}"
@@ -101,7 +113,7 @@ def kafka_ingest(broker: EmbeddedBroker, backend: str, docs: list[dict],  # type
                   else [encode_updates(updates_from_docs(c)) for c in cuts])
 
         async def produce() -> int:
-            p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
+            p = AIOKafkaProducer(bootstrap_servers=_bootstrap(srv), acks="all", linger_ms=5,
                                  max_batch_size=4 << 20, max_request_size=8 << 20)
             await p.start()
             try:
@@ -120,7 +132,7 @@ def kafka_ingest(broker: EmbeddedBroker, backend: str, docs: list[dict],  # type
         srv.stop()
 
 
-def response_time(broker: EmbeddedBroker, backend: str, docs: list[dict],  # type: ignore[type-arg]
+def response_time(broker: EmbeddedBroker | None, backend: str, docs: list[dict],  # type: ignore[type-arg]
                   rate: float, seconds: float = 6.0) -> tuple[float, float, int, float]:
     tag = f"lat{int(rate)}{time.time_ns()}"
     srv = _service(broker, backend, tag)
@@ -138,7 +150,7 @@ def response_time(broker: EmbeddedBroker, backend: str, docs: list[dict],  # typ
                 last = c.post_updates(docs[i:i + per])["last_seq"]
             achieved = n / (time.perf_counter() - t0)
         _caught_up(srv, last)
-        ev = [json.loads(r.value) for r in read_topic(broker.bootstrap, f"{tag}.m")]
+        ev = [json.loads(r.value) for r in read_topic(_bootstrap(srv), f"{tag}.m")]
         lat = np.array([e["published_at"] - e["arrived_at"] for e in ev]) * 1e3
         return float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(lat), achieved
     finally:
@@ -158,16 +170,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--updates", type=int, default=200_000)
+    ap.add_argument("--durable", action="store_true",
+                    help="the default csm serve setup: durable embedded broker per run")
     ap.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = ap.parse_args()
     docs = _stream(args.updates, 1)
-    lines = [f"## Streaming service ({args.backend} backend)", "",
-             f"`python bench/service_bench.py --backend {args.backend}` on "
-             f"{_machine()} ({os.cpu_count()} cores), embedded Tansu "
-             "broker, service and load generator on the same machine; one standing triangle "
+    flag, kind = (" --durable", "durable embedded broker (the default: Tansu on our object "
+                  "server, writes fsynced under a state directory)") if args.durable else \
+        ("", "in-memory embedded Tansu broker (`--ephemeral`)")
+    lines = [f"## Streaming service ({args.backend} backend{', durable' if args.durable else ''})",
+             "", f"`python bench/service_bench.py --backend {args.backend}{flag}` on "
+             f"{_machine()} ({os.cpu_count()} cores), {kind}, "
+             "service and load generator on the same machine; one standing triangle "
              f"query; a generated power-law stream of {len(docs):,} updates (90% inserts).", "",
              "| path | accepted (updates/s) | processed (updates/s) |", "|---|---|---|"]
-    with EmbeddedBroker() as broker:
+    with contextlib.nullcontext(None) if args.durable else EmbeddedBroker() as broker:
         a, d = rest_ingest(broker, args.backend, docs)
         lines.append(f"| REST, batches of 1,000, 4 clients | {a:,.0f} | {d:,.0f} |")
         print(lines[-1], flush=True)
@@ -184,8 +201,8 @@ def main() -> None:
             p50, p99, n, got = response_time(broker, args.backend, docs, rate)
             lines.append(f"| {rate:,}/s | {got:,.0f}/s | {n:,} | {p50:.1f} ms | {p99:.1f} ms |")
             print(lines[-1], flush=True)
-    write_section(args.out, f"<!-- service-bench-{args.backend}:begin -->",
-                  f"<!-- service-bench-{args.backend}:end -->", lines)
+    mark = f"service-bench-{args.backend}{'-durable' if args.durable else ''}"
+    write_section(args.out, f"<!-- {mark}:begin -->", f"<!-- {mark}:end -->", lines)
 
 
 if __name__ == "__main__":

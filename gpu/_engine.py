@@ -85,6 +85,11 @@ class Engine:
         self.executor.on_update(self.graph, _empty_ops())
         return stats
 
+    def restore_graph(self, arrays: dict[str, npt.NDArray[np.generic]]) -> None:
+        """Put back a graph from :meth:`HostGraph.dump` (empty engine only)."""
+        self.graph.restore(arrays)
+        self.executor.on_update(self.graph, _empty_ops())
+
     # -- queries ----------------------------------------------------------------
     @property
     def queries(self) -> tuple[RegisteredQuery, ...]:

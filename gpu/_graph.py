@@ -279,6 +279,47 @@ class HostGraph:
         return LoadStats(vertices=nv, edges=len(lo), self_loops=int(loops.sum()),
                          duplicates=int((~loops).sum()) - len(lo))
 
+    # -- snapshots -------------------------------------------------------------------
+    _VERTEX = ("vlabel", "vext", "valive", "vdeg", "seg_off", "seg_len", "seg_cap",
+               "seg_batch")
+
+    def dump(self) -> dict[str, npt.NDArray[np.generic]]:
+        """The graph's exact state as arrays (views: copy or write them before the next
+        update). :meth:`restore` of it gives back the same graph, ticks and ids included,
+        so matching after a restart is the matching of a graph never stopped."""
+        n, m = self.num_vertices, self.pool_used
+        out: dict[str, npt.NDArray[np.generic]] = {"meta": self.meta, "order": self._order,
+                                                   "packed_end": np.int64(self._packed_end)}
+        out.update({f"v_{k}": getattr(self, k)[:n] for k in self._VERTEX})
+        out.update({f"p_{k}": getattr(self, k)[:m] for k in self._POOL})
+        out.update(id_keys=self.ids.keys, id_vals=self.ids.vals, id_used=self.ids.used,
+                   id_count=np.int64(self.ids.count))
+        return out
+
+    def restore(self, a: dict[str, npt.NDArray[np.generic]]) -> None:
+        """Replace this (empty) graph with a :meth:`dump`."""
+        if self.num_vertices or self.tick:
+            raise RuntimeError("restoring a snapshot needs an empty graph")
+        meta = np.asarray(a["meta"], np.int64)
+        n, m = int(meta[K.NV]), int(meta[K.POOL_USED])
+        self._relayout()
+        self._alloc_vertices(max(n + max(1024, n // 4), 1024))
+        for k in self._VERTEX:
+            getattr(self, k)[:n] = a[f"v_{k}"]
+        if 3 * m > len(self.key):
+            self._alloc_pool(max(3 * m, 4096))
+        for k in self._POOL:
+            getattr(self, k)[:m] = a[f"p_{k}"]
+        self.ids.keys = np.array(a["id_keys"], np.int64)
+        self.ids.vals = np.array(a["id_vals"], np.int32)
+        self.ids.used = np.array(a["id_used"], np.uint8)
+        self.ids.count = int(a["id_count"])
+        in_place = self.meta[K.IN_PLACE]
+        self.meta[:] = meta
+        self.meta[K.IN_PLACE] = in_place          # the executor's choice, not the dump's
+        self._order = np.array(a["order"], np.int32)
+        self._packed_end = int(a["packed_end"])
+
     # -- reads for checks and initial matching ------------------------------------
     def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
                                    npt.NDArray[np.int32]]:

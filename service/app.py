@@ -19,8 +19,10 @@ import numpy as np
 from aiokafka import AIOKafkaProducer
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpu import (
     CsmError,
@@ -45,9 +47,11 @@ from streams.codec import (
     updates_from_docs,
     warm_up_codecs,
 )
+from streams.durable import DurableBroker
 from streams.exceptions import DecodeError, FormatError, KafkaError
 from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
 
+from ._faults import crash_point
 from .exceptions import BadRequest, GraphNotEmpty, NotReady, TooLarge, Unauthorized
 from .metrics import Metrics
 from .runtime import STATUS_NAMES, RegisteredDoc, Runtime, RuntimeConfig
@@ -62,11 +66,17 @@ from .schemas import (
     UpdatesRequest,
 )
 from .settings import Settings, get_settings
+from .snapshot import check_latest
+from .state import StateDir, default_state_dir
 
 __all__ = ["Services", "create_app"]
 
 log = logging.getLogger("csm.service")
 _LOAD_PART_EDGES = 200_000
+_GRAPH_BODY = ("A graph file in the format the `format` parameter names: CSM lines "
+               "`v <id> <label>` / `e <u> <v> [<label>]`, or SNAP lines `<u> <v>`. A file "
+               "that does not parse (or declares a vertex twice) is refused with 422, naming "
+               "the line.")
 _WAIT_SECONDS = 600.0
 
 
@@ -79,13 +89,17 @@ class Services:
     metrics: Metrics
     runtime: Runtime
     producer: AIOKafkaProducer
-    broker: EmbeddedBroker | None
+    broker: EmbeddedBroker | DurableBroker | None
 
     async def append(self, value: bytes) -> int:
         """Append one record to the updates log (acks=all); return its offset."""
+        crash_point("append")
         with kafka_errors("appending to the updates log"):
             md = await self.producer.send_and_wait(self.settings.topic_updates, value,
                                                    partition=0)
+        ts = md.timestamp if md.timestamp is not None and md.timestamp > 0 else \
+            int(time.time() * 1000)
+        self.runtime.offer(int(md.offset), value, ts)   # no fetch wait for our own records
         return int(md.offset)
 
     async def control(self, c: Control) -> Any:
@@ -110,15 +124,41 @@ def _kafka_config(s: Settings, bootstrap: str) -> KafkaConfig:
                        fetch_max_wait_ms=s.kafka_fetch_max_wait_ms)
 
 
+def open_state(s: Settings) -> StateDir | None:
+    """The state directory this configuration uses, opened (locked, checked), or None:
+    the durable default always has one; an external cluster only with CSM_STATE_DIR
+    (snapshots); ``--ephemeral`` none."""
+    if s.ephemeral or (s.kafka_bootstrap is not None and s.state_dir is None):
+        return None
+    st = StateDir(s.state_dir or default_state_dir())
+    check_latest(st.snapshots / s.topic_updates)     # reads only: refused before the lock
+    return st.open()
+
+
+async def _start_broker(s: Settings, state: StateDir | None
+                        ) -> EmbeddedBroker | DurableBroker | None:
+    if s.kafka_bootstrap is not None:
+        return None
+    if s.ephemeral:
+        log.warning("--ephemeral: the embedded broker keeps queries, graph and matches in "
+                    "memory only; all of it is lost when the service stops")
+        return await asyncio.to_thread(EmbeddedBroker().start)
+    assert state is not None
+    return await asyncio.to_thread(DurableBroker(state.broker).start)
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     s: Settings = app.state.settings
+    state: StateDir | None = app.state.state_dir
+    owned = state is None
+    if owned:
+        state = await asyncio.to_thread(open_state, s)
     broker = None
-    if s.kafka_bootstrap is None:
-        broker = await asyncio.to_thread(EmbeddedBroker().start)
-    bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
-    kafka = _kafka_config(s, bootstrap)
     try:
+        broker = await _start_broker(s, state)
+        bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
+        kafka = _kafka_config(s, bootstrap)
         found = await ensure_topics(kafka, {s.topic_updates: 1, s.topic_queries: 1,
                                             s.topic_deadletter: 1,
                                             s.topic_matches: s.matches_partitions})
@@ -136,15 +176,21 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             queries_topic=s.topic_queries, deadletter_topic=s.topic_deadletter,
             group=s.kafka_consumer_group, max_poll_records=s.max_poll_records,
             matches_partitions=found[s.topic_matches],
-            recent_per_query=s.recent_deltas_per_query), metrics)
+            recent_per_query=s.recent_deltas_per_query,
+            snapshot_dir=None if state is None else state.snapshots / s.topic_updates,
+            snapshot_every=s.snapshot_every,
+            snapshot_every_updates=s.snapshot_every_updates), metrics,
+            truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):
             await producer.start()
         await runtime.start()
         app.state.services = Services(s, kafka, metrics, runtime, producer, broker)
-        log.info("kafka bootstrap %s (%s); backend %s; API http://%s:%d", bootstrap,
-                 "embedded broker" if broker else "external cluster", engine.backend,
-                 s.host, s.port)
+        kind = ("external cluster" if broker is None else "in-memory embedded broker"
+                if isinstance(broker, EmbeddedBroker) else "durable embedded broker, "
+                f"state in {state.path}" if state is not None else "")
+        log.info("kafka bootstrap %s (%s); backend %s; API http://%s:%d", bootstrap, kind,
+                 engine.backend, s.host, s.port)
         try:
             yield
         finally:
@@ -152,7 +198,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await producer.stop()
     finally:
         if broker is not None:
-            broker.stop()
+            await asyncio.to_thread(broker.stop)
+        if owned and state is not None:
+            state.close()
+
+
+def _truncator(s: Settings, broker: object) -> Any:
+    """The durable embedded broker drops update-log batches behind each snapshot."""
+    if not isinstance(broker, DurableBroker):
+        return None
+    return lambda offset: broker.truncate(s.topic_updates, 0, offset)
 
 
 # -- dependencies ---------------------------------------------------------------------
@@ -213,8 +268,30 @@ def _install_errors(app: FastAPI) -> None:
         return reply(request, 422, "invalid", "; ".join(parts) + (
             f" (and {more} more)" if more > 0 else ""))
 
+    async def on_http(request: Request, exc: Exception) -> Response:
+        """405 names every method the path has (Starlette names only the first route's);
+        a body that is not even UTF-8 JSON is a 422 like any other invalid body."""
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            return reply(request, 422, "invalid", f"the request body cannot be parsed as "
+                         f"JSON ({exc.detail})")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed(request.app, request.scope))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                            headers=headers or None)
+
     app.add_exception_handler(CsmError, on_csm)
     app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+
+
+def _allowed(app: FastAPI, scope: Any) -> list[str]:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(scope["path"]):
+            methods |= route.methods or set()
+    return sorted(methods)
 
 
 class _BodyLimit:
@@ -253,12 +330,15 @@ async def _too_large(send: Any, limit: int) -> None:
 
 
 # -- the app ------------------------------------------------------------------------
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, state: StateDir | None = None) -> FastAPI:
+    """``state``: a state directory the caller opened already (``csm serve`` opens it
+    first, so a locked or damaged one exits 2 before anything starts)."""
     s = settings or get_settings()
     app = FastAPI(title="csm-service", version="0.1.0", lifespan=_lifespan,
                   description="Exact continuous subgraph matching as a stream.",
                   responses={422: {"model": ErrorBody}, 503: {"model": ErrorBody}})
     app.state.settings = s
+    app.state.state_dir = state
     _install_errors(app)
     app.add_middleware(_BodyLimit, settings=s)  # type: ignore[arg-type]
     _routes(app)
@@ -334,7 +414,10 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
     @app.post("/v1/graph", status_code=201, response_model=GraphLoaded,
               dependencies=[WriteAuth], responses={409: {"model": ErrorBody},
                                                    413: {"model": ErrorBody},
-                                                   401: {"model": ErrorBody}})
+                                                   401: {"model": ErrorBody}},
+              openapi_extra={"requestBody": {"required": True, "description": _GRAPH_BODY,
+                                             "content": {"text/plain": {"schema": {
+                                                 "type": "string", "minLength": 1}}}}})
     async def post_graph(request: Request, svc: ServicesDep,
                          format: Literal["csm", "snap"] = "csm") -> GraphLoaded:  # noqa: A002
         """Load the initial graph from a CSM or SNAP file (body); only while it is empty."""
@@ -386,6 +469,8 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
                         kafka_bootstrap=svc.kafka.bootstrap)
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, responses={200: {
+        "description": "Prometheus text exposition format",
+        "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}})
     async def metrics(svc: ServicesDep) -> Response:
         return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)

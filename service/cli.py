@@ -197,7 +197,7 @@ def demo(backend: str, batch_size: int, rate: float, show: int, url: str | None,
                                rounds=None if loop else 1)
         else:
             settings = Settings(backend=backend, port=free_port(), kafka_bootstrap=None,
-                                log_level="warning")
+                                ephemeral=True, log_level="warning")
             report = run_demo(gen, settings, batch_size, rate, show, echo)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
@@ -214,15 +214,26 @@ def demo(backend: str, batch_size: int, rate: float, show: int, url: str | None,
 @click.option("--host", help="Address to listen on (CSM_HOST, default 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), help="Port (CSM_PORT, default 8000).")
 @click.option("--backend", type=_BACKEND, help="Matching backend (CSM_BACKEND, default auto).")
-def serve(host: str | None, port: int | None, backend: str | None) -> None:
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Broker data and snapshots (CSM_STATE_DIR, default "
+                   "$XDG_DATA_HOME/csm or ~/.local/share/csm).")
+@click.option("--ephemeral", is_flag=True, default=None,
+              help="Embedded broker in memory only: everything is lost at exit "
+                   "(CSM_EPHEMERAL; for tests and demos).")
+def serve(host: str | None, port: int | None, backend: str | None, state_dir: Path | None,
+          ephemeral: bool | None) -> None:
     """Start the API and the matching runtime; with no CSM_KAFKA_BOOTSTRAP, an embedded
-    Kafka-compatible broker too. Every setting is a CSM_* environment variable."""
+    Kafka-compatible broker too, durable under the state directory. Every setting is a
+    CSM_* environment variable. A locked or damaged state directory exits 2."""
+    from .app import open_state
     from .serve import serve as run_server
     from .settings import Settings
-    given = {"host": host, "port": port, "backend": backend}
+    given = {"host": host, "port": port, "backend": backend, "state_dir": state_dir,
+             "ephemeral": ephemeral}
     with _errors():
         settings = Settings(**{k: v for k, v in given.items() if v is not None})
-    run_server(settings)
+        state = open_state(settings)
+    run_server(settings, state)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -147,8 +147,10 @@ def read_topic(bootstrap: str, topic: str, until: Callable[[list[Any]], bool] | 
                timeout: float = 60.0) -> list[Any]:
     """All records of ``topic`` (every partition, each in order); with ``until``, wait for it."""
     async def run() -> list[Any]:
+        # 100 ms: a broker on object storage lists a partition per fetch, which a long
+        # topic cannot do within 5 ms (the fetch would come back empty every time)
         c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                             auto_offset_reset="earliest", fetch_max_wait_ms=5,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100,
                              enable_auto_commit=False, max_partition_fetch_bytes=64 << 20)
         await c.start()
         try:

@@ -6,7 +6,10 @@
         ├── TooLarge           413: body or batch over its bound
         ├── Unauthorized       401: missing or wrong bearer token
         ├── GraphNotEmpty      409: POST /v1/graph after the graph has content
-        └── NotReady           503: the runtime is still starting or has stopped
+        ├── NotReady           503: the runtime is still starting or has stopped
+        └── StateError         the state directory cannot be used (csm serve exits 2)
+            ├── StateLocked    another service holds its lock
+            └── StateCorrupt   not ours, damaged, or a snapshot that does not read back
 
 Engine and stream errors keep their own classes: QueryError 422, UnknownQueryError 404,
 DecodeError 422, KafkaError 503.
@@ -16,8 +19,8 @@ from __future__ import annotations
 
 from gpu.exceptions import CsmError
 
-__all__ = ["BadRequest", "GraphNotEmpty", "NotReady", "ServiceError", "TooLarge",
-           "Unauthorized"]
+__all__ = ["BadRequest", "GraphNotEmpty", "NotReady", "ServiceError", "StateCorrupt",
+           "StateError", "StateLocked", "TooLarge", "Unauthorized"]
 
 
 class ServiceError(CsmError):
@@ -42,3 +45,15 @@ class GraphNotEmpty(ServiceError):
 
 class NotReady(ServiceError):
     """The runtime cannot take this request now."""
+
+
+class StateError(ServiceError):
+    """The state directory cannot be used; nothing in it was changed."""
+
+
+class StateLocked(StateError):
+    """Another running service holds the state directory."""
+
+
+class StateCorrupt(StateError):
+    """The state directory is not ours, is damaged, or holds an unreadable snapshot."""

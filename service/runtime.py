@@ -8,8 +8,9 @@ The updates topic (one partition) is the source of truth. For every chunk of rec
 4. wait until the broker has acknowledged every send;
 5. commit the offset after the chunk, then wake the API requests waiting on it.
 
-After a crash the service replays the log up to the committed offset without publishing
-(rebuilding graph and queries), then goes on from there, skipping the deltas that the
+After a crash the service restores its newest snapshot (graph, queries, log position;
+``service.snapshot``), replays the log from there up to the committed offset without
+publishing, then goes on from there, skipping the deltas that the
 matches topic already holds: each matches partition is a prefix of the ordered delta
 stream, so its last record says exactly where that prefix ends.
 """
@@ -23,7 +24,9 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,8 +59,12 @@ from streams.codec import (
 from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, last_records, make_consumer, make_producer
 
-from .exceptions import GraphNotEmpty
+from ._faults import crash_point
+from ._feed import LocalFeed, LocalRecord
+from ._snapshots import Snapshots
+from .exceptions import GraphNotEmpty, StateCorrupt
 from .metrics import Metrics
+from .snapshot import Snapshot
 
 __all__ = ["STATUS_NAMES", "Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
 
@@ -77,6 +84,12 @@ class RuntimeConfig:
     max_poll_records: int = 1000
     matches_partitions: int = 1
     recent_per_query: int = 10_000
+    #: where snapshots go (None: none; recovery replays the whole log)
+    snapshot_dir: Path | None = None
+    #: a snapshot after this many update-log records (keeps the embedded broker's
+    #: partition listing short) or this many updates (bounds the replay), whichever first
+    snapshot_every: int = 1000
+    snapshot_every_updates: int = 500_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +169,14 @@ _RUN_UPDATES = 32_768
 
 class Runtime:
     def __init__(self, engine: Engine, kafka: KafkaConfig, cfg: RuntimeConfig,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, truncate: Callable[[int], int] | None = None) -> None:
+        """``truncate(offset)`` drops update-log records below ``offset`` once a snapshot
+        there is on disk (the durable embedded broker's retention)."""
         self.engine, self.kafka, self.cfg, self.metrics = engine, kafka, cfg, metrics
+        self._snaps = Snapshots(cfg.snapshot_dir, cfg.snapshot_every,
+                                cfg.snapshot_every_updates, truncate)
+        self._finishing: asyncio.Future[None] | None = None
+        self._published: dict[int, list[int]] = {}
         self.tp = TopicPartition(cfg.updates_topic, 0)
         self.queries: dict[int, RegisteredDoc] = {}
         self.next_offset = 0
@@ -171,6 +190,11 @@ class Runtime:
         self._dead_upto = -1
         self._reclaimed_seen = 0
         self._task: asyncio.Task[None] | None = None
+        #: this process's own appends (``offer``), and the offset after the last record
+        #: handed to the engine; a fetch in flight outlives a loop turn the feed won
+        self._feed = LocalFeed()
+        self._expected = 0
+        self._fetch: asyncio.Future[dict[Any, list[Any]]] | None = None
         self._producer = make_producer(kafka)
         self._consumer = make_consumer(kafka, cfg.group)
 
@@ -187,6 +211,15 @@ class Runtime:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        if self._fetch is not None:
+            self._fetch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._fetch
+        if self._finishing is not None:
+            self._finishing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._finishing
+        await self._snaps.close()
         with contextlib.suppress(Exception):
             await self._consumer.stop()
         with contextlib.suppress(Exception):
@@ -198,14 +231,17 @@ class Runtime:
     async def _main(self) -> None:
         try:
             await self._recover()
+            await self._maybe_snapshot()   # a long replay: the next restart skips it
             self.ready = True
             self.metrics.ready.set(1)
+            self._expected = self.next_offset
             while True:
-                got = await self._consumer.getmany(self.tp, timeout_ms=200,
-                                                   max_records=self.cfg.max_poll_records)
-                records = got.get(self.tp, [])
+                records = await self._next_records()
+                if self._finishing is not None and self._finishing.done():
+                    self._finishing.result()   # surfaces a failed publish or commit
                 if records:
                     await self._handle(records, replay=False)
+                    await self._maybe_snapshot()
                 hw = self._consumer.highwater(self.tp)
                 if hw is not None:
                     self.metrics.lag.set(max(hw - self.next_offset, 0))
@@ -220,6 +256,29 @@ class Runtime:
                 for f in fs:
                     if not f.done():
                         f.set_result(exc)
+
+    async def _next_records(self) -> list[Any]:
+        """The next records in log order: this process's own appends as soon as they
+        are next (no fetch wait), else what the fetch brings; [] after an idle fetch."""
+        while True:
+            local = self._feed.take(self._expected, self.cfg.max_poll_records)
+            if local:
+                return local
+            if self._fetch is None:
+                self._fetch = asyncio.ensure_future(self._consumer.getmany(
+                    self.tp, timeout_ms=200, max_records=self.cfg.max_poll_records))
+            woke = asyncio.ensure_future(self._feed.wait())
+            try:
+                await asyncio.wait({self._fetch, woke}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                woke.cancel()
+            if self._fetch.done():
+                got, self._fetch = self._fetch.result(), None
+                return [r for r in got.get(self.tp, []) if r.offset >= self._expected]
+
+    def offer(self, offset: int, value: bytes, timestamp_ms: int) -> None:
+        """A record the broker acknowledged at ``offset`` for this process (the API)."""
+        self._feed.offer(LocalRecord(offset, value, timestamp_ms))
 
     # -- API side ----------------------------------------------------------------
     async def outcome(self, offset: int, timeout: float) -> Outcome:
@@ -252,10 +311,19 @@ class Runtime:
             self._skip[rec.partition] = (v["seq"], v["sub"], v["query"])
         async for rec in last_records(self.kafka, self.cfg.deadletter_topic, 1):
             self._dead_upto = json.loads(rec.value)["offset"]
-        log.info("recovering: replaying %d update-log records, then %d to re-process",
-                 committed, end - committed)
         t0 = time.perf_counter()
-        self._consumer.seek(self.tp, 0)
+        start = await self._restore(committed)
+        with kafka_errors("reading the log's start"):
+            first = (await self._consumer.beginning_offsets([self.tp]))[self.tp]
+        if first > start and start < committed:
+            raise StateCorrupt(
+                f"{self.cfg.updates_topic} starts at offset {first}, but recovery needs it "
+                f"from offset {start} (the newest snapshot): its retention dropped records "
+                "no snapshot covers; keep the updates topic's retention above the snapshot "
+                "interval")
+        log.info("recovering: replaying %d update-log records, then %d to re-process",
+                 committed - start, end - committed)
+        self._consumer.seek(self.tp, start)
         while self.next_offset < committed:
             got = await self._consumer.getmany(self.tp, timeout_ms=1000,
                                                max_records=self.cfg.max_poll_records)
@@ -272,15 +340,55 @@ class Runtime:
         self.metrics.queries.set(len(self.queries))
         self._gauges()
         if committed:
-            log.info("replayed %d records in %.2f s: %d vertices, %d edges, %d queries",
-                     committed, time.perf_counter() - t0, self.engine.graph.num_vertices,
-                     self.engine.graph.num_edges, len(self.queries))
+            g = self.engine.graph
+            log.info("replayed %d records in %.2f s, at offset %d: %d vertices, %d edges, "
+                     "%d queries", committed - start, time.perf_counter() - t0, committed,
+                     g.num_vertices, g.num_edges, len(self.queries))
+
+    # -- snapshots -------------------------------------------------------------------
+    async def _restore(self, committed: int) -> int:
+        """Load the newest snapshot (if any); return the offset to replay from."""
+        snap = await self._snaps.latest()
+        if snap is None:
+            return 0
+        if snap.offset > committed:
+            raise StateCorrupt(
+                f"snapshot at update-log offset {snap.offset} is ahead of the committed "
+                f"offset {committed} of {self.cfg.updates_topic}: the log is not the one "
+                "the snapshot was taken from; nothing was changed")
+        await asyncio.to_thread(self.engine.restore_graph, snap.graph)
+        for q in snap.queries:
+            doc = QueryDoc.model_validate(q["doc"])
+            reg = RegisteredQuery(id=q["id"], spec=doc.to_spec(), automorphisms=0,
+                                  plan_count=0)
+            self.queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
+        self._published = dict(snap.published)
+        self.next_offset = snap.offset
+        log.info("restored the snapshot at offset %d: %d vertices, %d edges, %d queries",
+                 snap.offset, self.engine.graph.num_vertices, self.engine.graph.num_edges,
+                 len(snap.queries))
+        return snap.offset
+
+    async def _maybe_snapshot(self) -> None:
+        """When one is due, between chunks (the engine is idle) and once every chunk is
+        committed: copy the state here; it is written on a worker thread."""
+        if self._loads or not self._snaps.due(self.next_offset):
+            return
+        await self._settled()
+        self._snaps.write(Snapshot(
+            offset=self.next_offset,
+            queries=[{"id": q, "seq": rd.seq, "doc": rd.doc.model_dump(mode="json")}
+                     for q, rd in self.queries.items()],
+            published={p: list(v) for p, v in self._published.items()},
+            graph={k: np.array(v) for k, v in self.engine.graph.dump().items()}))
 
     # -- processing ------------------------------------------------------------------
     async def _handle(self, records: list[Any], *, replay: bool) -> None:
         """Decode while the engine works: runs of update messages (cut at control records
         and at ``_RUN_UPDATES``) are applied in a worker thread one after another, and
         the loop decodes the next run and publishes the previous one meanwhile."""
+        if not replay:
+            crash_point("publish")
         chunk = _Chunk([], [], {})
         run: list[tuple[int, Updates, float]] = []
         size = 0
@@ -295,6 +403,7 @@ class Runtime:
                 chunk.arrivals.append(arrived)
                 run.append((rec.offset, item, arrived))
                 size += len(item)
+                self._snaps.work += len(item)
                 if size >= _RUN_UPDATES:
                     pending = await self._next_run(pending, run, chunk, replay)
                     run, size = [], 0
@@ -306,24 +415,46 @@ class Runtime:
                 await self._dead_letter(rec, str(item), chunk, replay)
             else:
                 chunk.outcomes[rec.offset] = await self._control(rec.offset, item, chunk, replay)
+                self._snaps.work += len(item.edges) if isinstance(item, LoadPart) else 1
         pending = await self._next_run(pending, run, chunk, replay)
         await self._next_run(pending, [], chunk, replay)
         last = records[-1].offset
-        if not replay:
-            with kafka_errors("publishing deltas"):
-                await asyncio.gather(*chunk.futures)
-                await self._consumer.commit({self.tp: last + 1})
-            now = time.time()
-            for a in chunk.arrivals:
-                self.metrics.response.observe(max(now - a, 0.0))
-            for q, (n, pos, neg) in chunk.tally.items():
-                if q in self.queries:
-                    self.metrics.deltas.labels(str(q)).inc(n)
-                    self.metrics.matches.labels(str(q), "+").inc(pos)
-                    self.metrics.matches.labels(str(q), "-").inc(neg)
+        self._expected = last + 1
+        if replay:
+            self.next_offset = last + 1
+            self._settle(chunk.outcomes)
+            self._gauges()
+            return
+        # steps 4-5 overlap the next chunk's matching: the broker's acks and the commit
+        # are waits, and each commit still follows its own chunk's acks and the previous
+        # commit (the order recovery relies on)
+        self._finishing = asyncio.ensure_future(self._finish(self._finishing, chunk, last))
+
+    async def _finish(self, before: asyncio.Future[None] | None, chunk: _Chunk,
+                      last: int) -> None:
+        """Wait for the chunk's acks, commit after it, then answer its waiters."""
+        if before is not None:
+            await before
+        with kafka_errors("publishing deltas"):
+            await asyncio.gather(*chunk.futures)
+            crash_point("commit")
+            await self._consumer.commit({self.tp: last + 1})
+        now = time.time()
+        for a in chunk.arrivals:
+            self.metrics.response.observe(max(now - a, 0.0))
+        for q, (n, pos, neg) in chunk.tally.items():
+            if q in self.queries:
+                self.metrics.deltas.labels(str(q)).inc(n)
+                self.metrics.matches.labels(str(q), "+").inc(pos)
+                self.metrics.matches.labels(str(q), "-").inc(neg)
         self.next_offset = last + 1
         self._settle(chunk.outcomes)
         self._gauges()
+
+    async def _settled(self) -> None:
+        """Until every chunk handled so far is committed (raises what failed)."""
+        if self._finishing is not None:
+            await self._finishing
 
     def _settle(self, outcomes: dict[int, Outcome]) -> None:
         self._outcomes.update(outcomes)
@@ -424,6 +555,10 @@ class Runtime:
             arrived_at=at[order][np.searchsorted(offs[order], seq // SEQ_STRIDE)],
             **_listed(result, ii, jj))
         values, off, headers, hoff = format_events(ev, time.time())
+        parts = qids % P
+        for part in np.unique(parts).tolist():
+            k = int(np.flatnonzero(parts == part)[-1])
+            self._published[part] = [int(seq[k]), int(sub[k]), int(qids[k])]
         batches: dict[int, Any] = {}
         for k, (q, sq) in enumerate(zip(qids.tolist(), seq.tolist(), strict=True)):
             value = values[off[k]:off[k + 1]]

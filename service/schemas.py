@@ -15,6 +15,9 @@ QueryCreate = QueryDoc
 
 
 class UpdatesRequest(BaseModel):
+    """Beyond this schema, an edge update with ``src == dst`` (a self-loop) is refused
+    with 422 and nothing of the batch reaches the log."""
+
     model_config = ConfigDict(extra="forbid")
     updates: list[UpdateDoc] = Field(min_length=1)
 

@@ -11,6 +11,7 @@ import uvicorn
 from .app import create_app
 from .client import CsmClient
 from .settings import Settings
+from .state import StateDir
 
 __all__ = ["ServerThread", "configure_logging", "serve"]
 
@@ -18,12 +19,17 @@ __all__ = ["ServerThread", "configure_logging", "serve"]
 def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)   # the log truncation's requests
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, state: StateDir | None = None) -> None:
     configure_logging(settings.log_level)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level=settings.log_level, access_log=False, workers=1)
+    try:
+        uvicorn.run(create_app(settings, state), host=settings.host, port=settings.port,
+                    log_level=settings.log_level, access_log=False, workers=1)
+    finally:
+        if state is not None:
+            state.close()
 
 
 class ServerThread:

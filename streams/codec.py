@@ -23,7 +23,16 @@ from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, with_config
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    TypeAdapter,
+    WithJsonSchema,
+    with_config,
+)
 from pydantic import ValidationError as _ValidationError
 from typing_extensions import TypedDict
 
@@ -60,9 +69,15 @@ SEQ_STRIDE = 1_000_000
 MAX_UPDATES_PER_MESSAGE = SEQ_STRIDE
 _I64, _I32 = np.iinfo(np.int64), np.iinfo(np.int32)
 
-VertexId = Annotated[StrictInt, Field(ge=int(_I64.min) + 1, le=int(_I64.max))]
+#: the JSON schema states the bounds as exact integers (pydantic would write floats, and
+#: 9.223372036854776e+18 admits ids the validation refuses)
+VertexId = Annotated[StrictInt, Field(ge=int(_I64.min) + 1, le=int(_I64.max)),
+                     WithJsonSchema({"type": "integer", "minimum": int(_I64.min) + 1,
+                                     "maximum": int(_I64.max)})]
 #: data labels: any 32-bit int but the wildcard sentinel (int32 min)
-Label = Annotated[StrictInt, Field(gt=int(_I32.min), le=int(_I32.max))]
+Label = Annotated[StrictInt, Field(gt=int(_I32.min), le=int(_I32.max)),
+                  WithJsonSchema({"type": "integer", "minimum": int(_I32.min) + 1,
+                                  "maximum": int(_I32.max)})]
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -115,7 +130,11 @@ class QueryEdge(BaseModel):
 
 
 class QueryDoc(BaseModel):
-    """A standing query as users write it (``null`` label = wildcard)."""
+    """A standing query as users write it (``null`` label = wildcard).
+
+    Beyond this schema (JSON Schema cannot say it) a query is refused with 422 when a
+    vertex id is declared twice, an edge joins a vertex to itself or names an undeclared
+    vertex, an edge is repeated, or the query is not connected."""
 
     model_config = _FROZEN
     vertices: list[QueryVertex] = Field(min_length=2, max_length=MAX_QUERY_VERTICES)

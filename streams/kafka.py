@@ -8,6 +8,7 @@ relies on that. aiokafka errors leave this module as :class:`KafkaError`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +96,10 @@ async def ensure_topics(cfg: KafkaConfig, partitions: dict[str, int]) -> dict[st
 
 async def last_records(cfg: KafkaConfig, topic: str, partitions: int) -> AsyncIterator[Any]:
     """The last record of every non-empty partition of ``topic``."""
-    consumer = make_consumer(cfg)
+    # a one-off read, latency does not matter; a longer wait lets a broker on object
+    # storage (which lists a partition's batches per fetch) answer a long partition
+    consumer = make_consumer(dataclasses.replace(cfg, fetch_max_wait_ms=max(
+        cfg.fetch_max_wait_ms, 500)))
     with kafka_errors(f"reading the tail of {topic}"):
         await consumer.start()
         try:

@@ -48,7 +48,8 @@ class Stack:
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CSM_")}
         env.update(CSM_PORT=str(self.api_port), CSM_LOG_LEVEL="warning",
-                   CSM_TOPIC_UPDATES="live.updates", CSM_TOPIC_MATCHES="live.matches")
+                   CSM_TOPIC_UPDATES="live.updates", CSM_TOPIC_MATCHES="live.matches",
+                   CSM_STATE_DIR=str(self.tmp / "state"))   # the durable default, not ~
         self.spawn("csm", sys.executable, "-m", "service.cli", "serve", env=env)
         with CsmClient(self.api) as c:
             c.wait_ready(180)

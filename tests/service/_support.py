@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,11 @@ from streams.codec import (
 from streams.exceptions import DecodeError
 
 update_docs = docs_from_batch
+
+
+@dataclass(frozen=True, slots=True)
+class _Rec:
+    offset: int
 
 
 def settings_for(bootstrap: str, prefix: str | None = None, **kw: Any) -> Settings:
@@ -74,14 +81,23 @@ def delta_key(e: dict[str, Any]) -> tuple[Any, ...]:
 
 def expected_from_log(bootstrap: str, topic: str) -> list[tuple[Any, ...]]:
     """Replay the updates log through a CPU engine, as the service must have."""
+    items = []
+    for rec in read_topic(bootstrap, topic):
+        try:
+            items.append((rec.offset, decode(rec.value)))
+        except DecodeError:
+            continue
+    return expected_from_items(items)
+
+
+def expected_from_items(items: Iterable[tuple[int, Any]]) -> list[tuple[Any, ...]]:
+    """The deltas of (log offset, decoded record) pairs through a CPU engine (where the
+    log itself is truncated, a test that knows what it appended replays that)."""
     eng = Engine("cpu")
     out: list[tuple[Any, ...]] = []
     loads: dict[str, list[LoadPart]] = {}
-    for rec in read_topic(bootstrap, topic):
-        try:
-            item = decode(rec.value)
-        except DecodeError:
-            continue
+    for offset, item in items:
+        rec = _Rec(offset)
         if isinstance(item, Updates):
             seq = rec.offset * SEQ_STRIDE + np.arange(len(item), dtype=np.int64)
             res = eng.apply(UpdateBatch(seq, item.op, item.src, item.dst, item.label))
