@@ -111,13 +111,17 @@ _BACKEND = click.Choice(["auto", "cpu", "gpu"])
                    "memory (out-of-core). 0: no limit.")
 @click.option("--cache", type=click.Choice(["walk", "degree", "none"]), default="walk",
               show_default=True, help="GPU out-of-core cache policy.")
+@click.option("--device-graph", is_flag=True,
+              help="GPU: the device owns the graph and resolves updates itself (stage 1 of "
+                   "the device pipeline, docs/design.md; not with --graph-budget).")
 def run(graph: str, queries: tuple[str, ...], stream: str, fmt: str, count: str, backend: str,
         batch_size: int, deltas: str | None, list_matches: bool, max_matches: int,
-        as_json: bool, graph_budget: int, cache: str) -> None:
+        as_json: bool, graph_budget: int, cache: str, device_graph: bool) -> None:
     """Load GRAPH, register the queries, apply the stream, report the deltas."""
     cfg = RunConfig(backend=backend, mode=CountMode(count), batch_size=batch_size,
                     list_matches=list_matches, max_matches=max_matches,
-                    executor=ExecutorOptions(graph_budget_bytes=graph_budget, cache=cache))
+                    executor=ExecutorOptions(graph_budget_bytes=graph_budget, cache=cache,
+                                             device_graph=device_graph))
     _execute(graph, queries, stream, fmt, cfg, deltas, as_json)
 
 
