@@ -76,6 +76,8 @@ class Run:
     batch: UpdateBatch
     task: asyncio.Future[BatchResult]
     t0: float
+    #: the graph's next tick when the run started (its updates' ticks are >= it)
+    tick0: int
 
 
 def start_run(engine: Engine, run: list[tuple[int, Updates, float]]) -> Run:
@@ -88,5 +90,6 @@ def start_run(engine: Engine, run: list[tuple[int, Updates, float]]) -> Run:
                         src=np.concatenate([u.src for u in us]),
                         dst=np.concatenate([u.dst for u in us]),
                         label=np.concatenate([u.label for u in us]))
+    tick0 = engine.graph.tick + 1
     return Run(run, batch, asyncio.ensure_future(asyncio.to_thread(engine.apply, batch)),
-               time.perf_counter())
+               time.perf_counter(), tick0)

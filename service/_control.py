@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from streams.codec import SEQ_STRIDE, LoadPart, QueryDoc, Register, Unregister
 
 from ._publish import Publisher
 from ._types import Chunk, Outcome, RegisteredDoc
+from ._window import Window
 from .exceptions import GraphNotEmpty
 from .metrics import Metrics
 
@@ -27,8 +29,11 @@ class Controls:
     """``queries`` is the runtime's own table of registered queries (shared, not copied)."""
 
     def __init__(self, engine: Engine, queries: dict[int, RegisteredDoc], publisher: Publisher,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, window: Window,
+                 owns: Callable[[int], bool] = lambda qid: True) -> None:
+        """``owns(qid)``: this instance matches and publishes the query (always, alone)."""
         self.engine, self.queries, self.pub, self.metrics = engine, queries, publisher, metrics
+        self.window, self.owns = window, owns
         #: graph uploads in progress: their parts so far
         self.loads: dict[str, list[LoadPart]] = {}
 
@@ -37,7 +42,7 @@ class Controls:
         if isinstance(item, Register):
             return await self._register(offset, item.query, chunk, replay)
         if isinstance(item, Unregister):
-            return await self._unregister(item.id, chunk, replay)
+            return await self._unregister(offset, item.id, chunk, replay)
         return await self._load(item)
 
     async def _register(self, offset: int, doc: QueryDoc, chunk: Chunk,
@@ -47,15 +52,18 @@ class Controls:
         except QueryError as exc:
             return exc
         seq = offset * SEQ_STRIDE
-        if replay:   # registered in the engine once the graph is rebuilt
+        tick = self.engine.graph.tick + 1
+        if replay or not self.owns(offset):   # replay: registered once the graph is rebuilt
             reg = RegisteredQuery(id=offset, spec=spec, automorphisms=0, plan_count=0)
-            self.queries[offset] = RegisteredDoc(reg, doc, seq)
+            self.queries[offset] = RegisteredDoc(reg, doc, seq, tick)
+            self.metrics.queries.set(len(self.queries))
             return self.queries[offset]
         reg, initial = await asyncio.to_thread(self.engine.register, spec, query_id=offset,
                                                initial=doc.emit_initial)
-        rd = self.queries[offset] = RegisteredDoc(reg, doc, seq)
+        rd = self.queries[offset] = RegisteredDoc(reg, doc, seq, tick)
         self.pub.open_query(offset)
         self.metrics.queries.set(len(self.queries))
+        self.metrics.owned_queries.set(len(self.engine.queries))
         await self.pub.record_query(offset, {"id": offset, "seq": seq, **doc.model_dump()},
                                     chunk)
         if initial is not None and int(initial.counts[0, 0]) > 0 and \
@@ -69,15 +77,17 @@ class Controls:
                 "arrived_at": time.time()}, chunk)
         return rd
 
-    async def _unregister(self, qid: int, chunk: Chunk, replay: bool) -> Outcome:
+    async def _unregister(self, offset: int, qid: int, chunk: Chunk, replay: bool) -> Outcome:
         if qid not in self.queries:
             return UnknownQueryError(f"no query with id {qid}")
-        del self.queries[qid]
-        if replay:
+        rd = self.queries.pop(qid)
+        self.window.retire(rd, offset)
+        self.metrics.queries.set(len(self.queries))
+        if replay or qid not in {r.id for r in self.engine.queries}:
             return None
         self.engine.unregister(qid)
         self.pub.close_query(qid)
-        self.metrics.queries.set(len(self.queries))
+        self.metrics.owned_queries.set(len(self.engine.queries))
         self.metrics.drop_query(qid)
         await self.pub.record_query(qid, None, chunk)
         return None

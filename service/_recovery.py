@@ -36,16 +36,20 @@ async def recover(rt: Runtime) -> None:
     """Rebuild ``rt`` from its snapshot and the log; leave the consumer at the committed
     offset and the publisher's cuts set."""
     cfg, consumer, tp = rt.cfg, rt.consumer, rt.tp
+    sharded = rt.own is not None
     with kafka_errors("reading committed offsets"):
-        committed = await consumer.committed(tp) or 0
         end = (await consumer.end_offsets([tp]))[tp]
-    async for rec in last_records(rt.kafka, cfg.matches_topic, cfg.matches_partitions):
-        v = json.loads(rec.value)
-        rt.pub.skip[rec.partition] = (v["seq"], v["sub"], v["query"])
+        # scale-out: the replica replays the whole log; shards are caught up once taken
+        committed = end if sharded else await consumer.committed(tp) or 0
+    if not sharded:
+        async for rec in last_records(rt.kafka, cfg.matches_topic, cfg.matches_partitions):
+            v = json.loads(rec.value)
+            rt.pub.skip[rec.partition] = (v["seq"], v["sub"], v["query"])
     async for rec in last_records(rt.kafka, cfg.deadletter_topic, 1):
         rt.pub.dead_upto = json.loads(rec.value)["offset"]
     t0 = time.perf_counter()
     start = await _restore(rt, committed)
+    rt.window.reset(start)
     with kafka_errors("reading the log's start"):
         first = (await consumer.beginning_offsets([tp]))[tp]
     if first > start and start < committed:
@@ -64,7 +68,7 @@ async def recover(rt: Runtime) -> None:
             await rt.handle(records, replay=True)
     consumer.seek(tp, committed)
     rt.next_offset = committed
-    for qid in sorted(rt.queries):
+    for qid in sorted(rt.queries) if not sharded else ():
         rd = rt.queries[qid]
         reg, _ = rt.engine.register(rd.doc.to_spec(), query_id=qid)
         rt.queries[qid] = RegisteredDoc(reg, rd.doc, rd.seq)

@@ -34,6 +34,14 @@ class RuntimeConfig:
     #: partition listing short) or this many updates (bounds the replay), whichever first
     snapshot_every: int = 1000
     snapshot_every_updates: int = 500_000
+    #: scale-out: the instance group (None: one instance owning every query) and the
+    #: assignment topic whose partitions are the shards (one per matches partition)
+    instance_group: str | None = None
+    instance_id: str = "csm"
+    assignment_topic: str = "csm.shards"
+    session_timeout_ms: int = 6000
+    #: primitive updates kept for a new owner's catch-up (0: none)
+    window_updates: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,8 @@ class RegisteredDoc:
     reg: RegisteredQuery
     doc: QueryDoc
     seq: int
+    #: the graph's next tick when it was registered (-1: before the last restore)
+    tick: int = -1
 
 
 #: what a control record led to: a registration, a load, or the error to answer with

@@ -8,6 +8,8 @@ import gc
 import hmac
 import json
 import logging
+import os
+import socket
 import tempfile
 import time
 import uuid
@@ -159,9 +161,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker = await _start_broker(s, state)
         bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
         kafka = _kafka_config(s, bootstrap)
-        found = await ensure_topics(kafka, {s.topic_updates: 1, s.topic_queries: 1,
-                                            s.topic_deadletter: 1,
-                                            s.topic_matches: s.matches_partitions})
+        topics = {s.topic_updates: 1, s.topic_queries: 1, s.topic_deadletter: 1,
+                  s.topic_matches: s.matches_partitions}
+        if s.instance_group is not None:
+            topics[s.topic_shards] = s.matches_partitions
+        found = await ensure_topics(kafka, topics)
+        if s.instance_group is not None and found[s.topic_shards] != found[s.topic_matches]:
+            raise KafkaError(f"topic {s.topic_shards} has {found[s.topic_shards]} partitions "
+                             f"and {s.topic_matches} {found[s.topic_matches]}: a shard is "
+                             "one matches partition, so they must be equal")
         if found.get(s.topic_updates) != 1:
             raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
         engine = Engine(s.backend, options=ExecutorOptions(
@@ -179,7 +187,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             recent_per_query=s.recent_deltas_per_query,
             snapshot_dir=None if state is None else state.snapshots / s.topic_updates,
             snapshot_every=s.snapshot_every,
-            snapshot_every_updates=s.snapshot_every_updates), metrics,
+            snapshot_every_updates=s.snapshot_every_updates,
+            instance_group=s.instance_group, instance_id=instance_id(s),
+            assignment_topic=s.topic_shards, session_timeout_ms=s.group_session_timeout_ms,
+            window_updates=s.catchup_window_updates), metrics,
             truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):
@@ -201,6 +212,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await asyncio.to_thread(broker.stop)
         if owned and state is not None:
             state.close()
+
+
+def instance_id(s: Settings) -> str:
+    return s.instance_id or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def _truncator(s: Settings, broker: object) -> Any:

@@ -10,8 +10,14 @@ The updates topic (one partition) is the source of truth. For every chunk of rec
 
 The parts, one module each: ``_consume`` (reading the log, engine runs), ``_publish``
 (the matches, dead-letter and queries topics), ``_control`` (registrations, deletions,
-graph uploads), ``_recovery`` (snapshot, replay and the cut after a crash). This class
-runs the steps above and answers the API.
+graph uploads), ``_recovery`` (snapshot, replay and the cut after a crash),
+``_ownership`` and ``_catchup`` (scale-out: which shards of the queries this instance
+publishes, and taking one over), ``_window`` (past runs kept for that). This class runs
+the steps above and answers the API.
+
+Scale-out (``instance_group`` set): every instance applies the whole log to its own
+graph, but matches and publishes only the queries of the shards the group gives it, and
+commits each shard's progress on the assignment topic instead of an update-log offset.
 """
 
 from __future__ import annotations
@@ -32,13 +38,16 @@ from streams.codec import LoadPart, Updates, decode
 from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, make_consumer, make_producer
 
+from ._catchup import release, take_over
 from ._consume import RUN_UPDATES, LogReader, Run, start_run
 from ._control import Controls
 from ._faults import crash_point
+from ._ownership import Ownership
 from ._publish import Publisher
 from ._recovery import recover, take_snapshot
 from ._snapshots import Snapshots
 from ._types import STATUS, STATUS_NAMES, Chunk, Outcome, RegisteredDoc, RuntimeConfig
+from ._window import PastRun, Window
 from .metrics import Metrics
 
 __all__ = ["STATUS_NAMES", "Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
@@ -65,10 +74,22 @@ class Runtime:
         self._reclaimed_seen = 0
         self._task: asyncio.Task[None] | None = None
         self._producer = make_producer(kafka)
-        self.consumer = make_consumer(kafka, cfg.group)
+        group = cfg.instance_group
+        self.consumer = make_consumer(kafka, None if group else cfg.group)
         self.reader = LogReader(self.consumer, self.tp, cfg.max_poll_records)
         self.pub = Publisher(self._producer, cfg, metrics)
-        self.controls = Controls(engine, self.queries, self.pub, metrics)
+        self.window = Window(engine, cfg.window_updates if group else 0)
+        self.own = None if group is None else Ownership(
+            kafka, cfg.assignment_topic, group, cfg.instance_id, metrics,
+            cfg.session_timeout_ms)
+        #: held while a chunk is handled or shards change hands (one at a time)
+        self.step = asyncio.Lock()
+        self.controls = Controls(engine, self.queries, self.pub, metrics, self.window,
+                                 self.owns)
+
+    def owns(self, qid: int) -> bool:
+        """This instance publishes the query's deltas (alone)."""
+        return self.own is None or qid % self.cfg.matches_partitions in self.own.owned
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
@@ -84,6 +105,11 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         await self.reader.close()
+        if self.own is not None:   # a clean leave: hand the shards over where they stand
+            with contextlib.suppress(Exception):
+                await self.settled()
+                await self.own.commit(self.next_offset)
+            await self.own.stop()
         if self._finishing is not None:
             self._finishing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -104,12 +130,20 @@ class Runtime:
             self.ready = True
             self.metrics.ready.set(1)
             self.reader.expected = self.next_offset
+            if self.own is not None:
+                self.own.release = lambda shards: release(self, shards)
+                await self.own.start()
             while True:
                 records = await self.reader.next_records()
                 if self._finishing is not None and self._finishing.done():
                     self._finishing.result()   # surfaces a failed publish or commit
+                async with self.step:
+                    if self.own is not None and self.own.pending:
+                        await self.settled()
+                        await take_over(self, set(self.own.pending))
+                    if records:
+                        await self.handle(records, replay=False)
                 if records:
-                    await self.handle(records, replay=False)
                     await self._maybe_snapshot()
                 hw = self.consumer.highwater(self.tp)
                 if hw is not None:
@@ -150,7 +184,7 @@ class Runtime:
         committed: copy the state here; it is written on a worker thread."""
         if self.controls.loads or not self.snaps.due(self.next_offset):
             return
-        await self._settled()
+        await self.settled()
         self.snaps.write(take_snapshot(self))
 
     # -- processing ------------------------------------------------------------------
@@ -182,8 +216,8 @@ class Runtime:
             pending = await self._next_run(pending, run, chunk, replay)
             pending = await self._next_run(pending, [], chunk, replay)   # drained
             run, size = [], 0
-            if isinstance(item, DecodeError):
-                await self.pub.dead_letter(rec, str(item), chunk, replay)
+            if isinstance(item, DecodeError):   # scale-out: shard 0's owner sends them
+                await self.pub.dead_letter(rec, str(item), chunk, replay or not self.owns(0))
             else:
                 chunk.outcomes[rec.offset] = await self.controls.apply(rec.offset, item, chunk,
                                                                        replay)
@@ -210,7 +244,10 @@ class Runtime:
         with kafka_errors("publishing deltas"):
             await asyncio.gather(*chunk.futures)
             crash_point("commit")
-            await self.consumer.commit({self.tp: last + 1})
+            if self.own is None:
+                await self.consumer.commit({self.tp: last + 1})
+        if self.own is not None:
+            await self.own.commit(last + 1)
         now = time.time()
         for a in chunk.arrivals:
             self.metrics.response.observe(max(now - a, 0.0))
@@ -223,7 +260,7 @@ class Runtime:
         self._settle(chunk.outcomes)
         self.gauges()
 
-    async def _settled(self) -> None:
+    async def settled(self) -> None:
         """Until every chunk handled so far is committed (raises what failed)."""
         if self._finishing is not None:
             await self._finishing
@@ -262,6 +299,13 @@ class Runtime:
         nxt = start_run(self.engine, run) if run else None
         if pending is not None and result is not None:
             await self._publish_run(pending, result, chunk, replay)
+            if self.window.enabled:   # what a shard's next owner may need again
+                r = result
+                self.window.add(pending.tick0, PastRun(
+                    pending.run[0][0], pending.run[-1][0], BatchResult(
+                        ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op,
+                        query_ids=(), counts=np.zeros((len(r.ops), 0), np.int64)),
+                    {off: a for off, _, a in pending.run}))
         return nxt
 
     async def _publish_run(self, done: Run, result: BatchResult, chunk: Chunk,

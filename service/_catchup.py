@@ -1,0 +1,170 @@
+"""Taking over shards: continue exactly where their last owner stopped.
+
+For each shard taken, the group's committed offset says below which update-log offset
+its deltas are all on the matches topic, and the partition's last record says how far
+past that the last owner got before it stopped (acknowledged, not committed). Then:
+
+1. shards whose progress is at or past this replica's position: drop their deltas up to
+   there (:attr:`Publisher.skip`) and match them from here on;
+2. otherwise match the updates from the progress offset on again, each against its own
+   graph version (:class:`Window`, ``Engine.rematch``), for the shard's queries alive
+   at that update (deleted ones included), with the initial matches of registrations
+   in the gap, dropping what the partition already holds;
+3. wait for the broker's acks, commit the shards at this replica's position, and
+   publish them live from the next chunk on.
+
+A gap older than the window cannot be matched here: :class:`CatchUpTooOld` (the shard
+stays unowned here; ``docs/design.md`` says how it is rebuilt from snapshot and log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpu import BatchResult
+from streams.codec import SEQ_STRIDE
+from streams.kafka import kafka_errors, last_records
+
+from ._publish import Cut
+from ._types import Chunk, RegisteredDoc
+from .exceptions import ServiceError
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = ["CatchUpTooOld", "release", "take_over"]
+
+log = logging.getLogger("csm.ownership")
+_TOP = 1 << 62
+
+
+class CatchUpTooOld(ServiceError):
+    """A shard's progress is older than the retention window."""
+
+
+async def _tails(rt: Runtime, shards: set[int]) -> dict[int, Cut]:
+    out: dict[int, Cut] = {}
+    async for rec in last_records(rt.kafka, rt.cfg.matches_topic, rt.cfg.matches_partitions):
+        if rec.partition in shards:
+            v = json.loads(rec.value)
+            out[rec.partition] = (v["seq"], v["sub"], v["query"])
+    return out
+
+
+async def take_over(rt: Runtime, shards: set[int]) -> None:
+    """Called between chunks with every chunk before committed (``rt.next_offset``)."""
+    assert rt.own is not None
+    t0 = time.perf_counter()
+    here = rt.next_offset
+    P = rt.cfg.matches_partitions
+    progress = await rt.own.progress(shards)
+    tails = await _tails(rt, shards)
+    gap = {s for s in shards if progress[s] < here}
+    start = min((progress[s] for s in gap), default=here)
+    if gap and not rt.window.covers(start):
+        raise CatchUpTooOld(
+            f"shards {sorted(gap)} are published up to update-log offset {start}, before "
+            f"this instance's retention window (from offset {rt.window.start})")
+    for s in shards:   # what the partition already holds is not sent again
+        floor: Cut = (progress[s] * SEQ_STRIDE - 1, _TOP, _TOP)
+        rt.pub.skip[s] = max(tails.get(s, floor), floor)
+    alive = sorted(q for q in rt.queries if q % P in shards)
+    retired = {q: r for q, r in rt.window.retired.items() if q % P in gap}
+    for q in alive:
+        rd = rt.queries[q]
+        reg, _ = await asyncio.to_thread(rt.engine.register, rd.doc.to_spec(), query_id=q)
+        rt.queries[q] = RegisteredDoc(reg, rd.doc, rd.seq, rd.tick)
+        rt.pub.open_query(q)
+    for q, r in retired.items():
+        await asyncio.to_thread(rt.engine.register, r.doc.doc.to_spec(), query_id=q)
+    chunk = Chunk([], [], {})
+    updates = 0
+    try:
+        if gap:
+            docs = {q: rt.queries[q] for q in alive if q % P in gap}
+            docs.update({q: r.doc for q, r in retired.items()})
+            ends = {q: r.offset for q, r in retired.items()}
+            updates = await _rematch(rt, docs, ends, progress, start, chunk)
+    finally:
+        for q in retired:
+            rt.engine.unregister(q)
+    with kafka_errors("publishing a shard's missed deltas"):
+        await asyncio.gather(*chunk.futures)
+    await rt.own.commit(here, shards)
+    rt.own.took(shards)
+    rt.metrics.owned_queries.set(len(rt.engine.queries))
+    rt.metrics.catchup_updates.inc(updates)
+    rt.metrics.catchup.observe(time.perf_counter() - t0)
+    log.info("took shards %s at offset %d: %d updates matched again from offset %d in "
+             "%.3f s", sorted(shards), here, updates, start, time.perf_counter() - t0)
+
+
+async def _rematch(rt: Runtime, docs: dict[int, RegisteredDoc], ends: dict[int, int],
+                   progress: dict[int, int], start: int, chunk: Chunk) -> int:
+    """The deltas of ``docs`` for every update from ``start`` on, in log order."""
+    P = rt.cfg.matches_partitions
+    qids = tuple(sorted(docs))
+    reg_at = np.array(qids, np.int64)              # a query's id is its record's offset
+    end_at = np.array([ends.get(q, _TOP) for q in qids], np.int64)
+    from_at = np.array([progress[q % P] for q in qids], np.int64)
+    inits = sorted((q, d) for q, d in docs.items()
+                   if d.doc.emit_initial and q >= start and q >= progress[q % P])
+    updates = 0
+    for run in rt.window.since(start):
+        for q, d in [x for x in inits if x[0] < run.first]:
+            await _initial(rt, q, d, chunk)
+        inits = [x for x in inits if x[0] >= run.first]
+        res = await asyncio.to_thread(rt.engine.rematch, run.result, qids)
+        off = (res.seq // SEQ_STRIDE)[:, None]
+        ok = (off > reg_at) & (off < end_at) & (off >= from_at)
+        counts = np.where(ok, res.counts, 0)
+        updates += int((res.seq // SEQ_STRIDE >= start).sum())
+        await rt.pub.publish(BatchResult(
+            ops=res.ops, seq=res.seq, sub=res.sub, request_op=res.request_op,
+            query_ids=res.query_ids, counts=counts, listings=res.listings,
+            stats=res.stats), run.arrived, chunk)
+    for q, d in inits:
+        await _initial(rt, q, d, chunk)
+    return updates
+
+
+async def _initial(rt: Runtime, q: int, d: RegisteredDoc, chunk: Chunk) -> None:
+    if d.tick < 0 or not rt.pub.wanted(q, d.seq):
+        return
+    res = await asyncio.to_thread(rt.engine.initial_at, q, d.tick)
+    count = int(res.counts[0, 0])
+    if count <= 0:
+        return
+    lst = res.listings.get(q)
+    event: dict[str, Any] = {
+        "query": q, "seq": d.seq, "sub": 0, "op": "initial", "src": None, "dst": None,
+        "sign": 1, "count": count, "matches": None if lst is None else lst.tuples.tolist(),
+        "truncated": False if lst is None else bool(lst.truncated[0]),
+        "arrived_at": time.time()}
+    await rt.pub.send_event(event, chunk)
+
+
+async def release(rt: Runtime, shards: set[int]) -> None:
+    """Inside a rebalance, before ``shards`` are given up: publish and commit every chunk
+    handled so far, then stop matching their queries."""
+    assert rt.own is not None
+    async with rt.step:   # no chunk or take-over is half done
+        mine = shards & rt.own.owned
+        if mine:
+            await rt.settled()
+            await rt.own.commit(rt.next_offset, mine)
+        P = rt.cfg.matches_partitions
+        for reg in rt.engine.queries:
+            if reg.id % P in shards:
+                rt.engine.unregister(reg.id)
+                rt.pub.close_query(reg.id)
+        rt.own.dropped(shards)
+        rt.metrics.owned_queries.set(len(rt.engine.queries))
+    if mine:
+        log.info("released shards %s at offset %d", sorted(mine), rt.next_offset)
