@@ -13,8 +13,8 @@ past that the last owner got before it stopped (acknowledged, not committed). Th
 3. wait for the broker's acks, commit the shards at this replica's position, and
    publish them live from the next chunk on.
 
-A gap older than the window cannot be matched here: :class:`CatchUpTooOld` (the shard
-stays unowned here; ``docs/design.md`` says how it is rebuilt from snapshot and log).
+A gap older than the window is matched the same way from a side engine rebuilt from
+this instance's snapshot and the log (``_rebuild``).
 """
 
 from __future__ import annotations
@@ -27,25 +27,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu import BatchResult
+from gpu import BatchResult, Engine
 from streams.codec import SEQ_STRIDE
 from streams.kafka import kafka_errors, last_records
 
 from ._publish import Cut
+from ._rebuild import rebuild
 from ._types import Chunk, RegisteredDoc
-from .exceptions import ServiceError
+from ._window import Window
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["CatchUpTooOld", "release", "take_over"]
+__all__ = ["release", "take_over"]
 
 log = logging.getLogger("csm.ownership")
 _TOP = 1 << 62
-
-
-class CatchUpTooOld(ServiceError):
-    """A shard's progress is older than the retention window."""
 
 
 async def _tails(rt: Runtime, shards: set[int]) -> dict[int, Cut]:
@@ -67,36 +64,43 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
     tails = await _tails(rt, shards)
     gap = {s for s in shards if progress[s] < here}
     start = min((progress[s] for s in gap), default=here)
-    if gap and not rt.window.covers(start):
-        raise CatchUpTooOld(
-            f"shards {sorted(gap)} are published up to update-log offset {start}, before "
-            f"this instance's retention window (from offset {rt.window.start})")
     for s in shards:   # what the partition already holds is not sent again
         floor: Cut = (progress[s] * SEQ_STRIDE - 1, _TOP, _TOP)
         rt.pub.skip[s] = max(tails.get(s, floor), floor)
     alive = sorted(q for q in rt.queries if q % P in shards)
-    retired = {q: r for q, r in rt.window.retired.items() if q % P in gap}
     for q in alive:
         rd = rt.queries[q]
         reg, _ = await asyncio.to_thread(rt.engine.register, rd.doc.to_spec(), query_id=q)
         rt.queries[q] = RegisteredDoc(reg, rd.doc, rd.seq, rd.tick)
         rt.pub.open_query(q)
-    for q, r in retired.items():
-        await asyncio.to_thread(rt.engine.register, r.doc.doc.to_spec(), query_id=q)
     chunk = Chunk([], [], {})
     updates = 0
-    try:
-        if gap:
-            docs = {q: rt.queries[q] for q in alive if q % P in gap}
-            docs.update({q: r.doc for q, r in retired.items()})
-            ends = {q: r.offset for q, r in retired.items()}
-            updates = await _rematch(rt, docs, ends, progress, start, chunk)
-    finally:
-        for q in retired:
-            rt.engine.unregister(q)
+    if gap:
+        engine, window, seen = rt.engine, rt.window, rt.queries
+        if not rt.window.covers(start):   # older than the window: rebuild the versions
+            log.warning("shards %s: progress at offset %d is before the retention window "
+                        "(from %d); rebuilding from snapshot and log", sorted(gap), start,
+                        rt.window.start)
+            side = await rebuild(rt, start, here)
+            engine, window, seen = side.engine, side.window, side.queries
+        docs = {q: seen.get(q, rt.queries[q]) for q in alive if q % P in gap}
+        retired = {q: r for q, r in window.retired.items() if q % P in gap}
+        docs.update({q: r.doc for q, r in retired.items()})
+        extra = [q for q in docs if q not in {r.id for r in engine.queries}]
+        for q in extra:
+            await asyncio.to_thread(engine.register, docs[q].doc.to_spec(), query_id=q)
+        try:
+            updates = await _rematch(rt, engine, window, docs,
+                                     {q: r.offset for q, r in retired.items()}, progress,
+                                     start, chunk)
+        finally:
+            if engine is rt.engine:
+                for q in extra:
+                    rt.engine.unregister(q)
     with kafka_errors("publishing a shard's missed deltas"):
         await asyncio.gather(*chunk.futures)
     await rt.own.commit(here, shards)
+    await rt.own.announce(shards, rt.producer)
     rt.own.took(shards)
     rt.metrics.owned_queries.set(len(rt.engine.queries))
     rt.metrics.catchup_updates.inc(updates)
@@ -105,7 +109,8 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
              "%.3f s", sorted(shards), here, updates, start, time.perf_counter() - t0)
 
 
-async def _rematch(rt: Runtime, docs: dict[int, RegisteredDoc], ends: dict[int, int],
+async def _rematch(rt: Runtime, engine: Engine, window: Window,
+                   docs: dict[int, RegisteredDoc], ends: dict[int, int],
                    progress: dict[int, int], start: int, chunk: Chunk) -> int:
     """The deltas of ``docs`` for every update from ``start`` on, in log order."""
     P = rt.cfg.matches_partitions
@@ -116,11 +121,11 @@ async def _rematch(rt: Runtime, docs: dict[int, RegisteredDoc], ends: dict[int, 
     inits = sorted((q, d) for q, d in docs.items()
                    if d.doc.emit_initial and q >= start and q >= progress[q % P])
     updates = 0
-    for run in rt.window.since(start):
+    for run in window.since(start):
         for q, d in [x for x in inits if x[0] < run.first]:
-            await _initial(rt, q, d, chunk)
+            await _initial(rt, engine, q, d, chunk)
         inits = [x for x in inits if x[0] >= run.first]
-        res = await asyncio.to_thread(rt.engine.rematch, run.result, qids)
+        res = await asyncio.to_thread(engine.rematch, run.result, qids)
         off = (res.seq // SEQ_STRIDE)[:, None]
         ok = (off > reg_at) & (off < end_at) & (off >= from_at)
         counts = np.where(ok, res.counts, 0)
@@ -130,14 +135,15 @@ async def _rematch(rt: Runtime, docs: dict[int, RegisteredDoc], ends: dict[int, 
             query_ids=res.query_ids, counts=counts, listings=res.listings,
             stats=res.stats), run.arrived, chunk)
     for q, d in inits:
-        await _initial(rt, q, d, chunk)
+        await _initial(rt, engine, q, d, chunk)
     return updates
 
 
-async def _initial(rt: Runtime, q: int, d: RegisteredDoc, chunk: Chunk) -> None:
+async def _initial(rt: Runtime, engine: Engine, q: int, d: RegisteredDoc,
+                   chunk: Chunk) -> None:
     if d.tick < 0 or not rt.pub.wanted(q, d.seq):
         return
-    res = await asyncio.to_thread(rt.engine.initial_at, q, d.tick)
+    res = await asyncio.to_thread(engine.initial_at, q, d.tick)
     count = int(res.counts[0, 0])
     if count <= 0:
         return

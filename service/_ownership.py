@@ -18,14 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRebalanceListener,
+    TopicPartition,
+)
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from streams.kafka import KafkaConfig, kafka_errors
+from streams.kafka import KafkaConfig, kafka_errors, last_records
 
 from .metrics import Metrics
 
@@ -50,8 +57,16 @@ class Ownership:
     the runtime settles, stops publishing them and calls :meth:`dropped`."""
 
     def __init__(self, kafka: KafkaConfig, topic: str, group: str, instance: str,
-                 metrics: Metrics, session_timeout_ms: int = 6000) -> None:
-        self.topic, self.instance, self.metrics = topic, instance, metrics
+                 metrics: Metrics, partitions: int, session_timeout_ms: int = 6000,
+                 url: str = "") -> None:
+        """``url``: where this instance answers; announced with each shard it takes, so
+        any instance can say where a shard lives (:meth:`owner`)."""
+        self.kafka, self.topic, self.group = kafka, topic, group
+        self.instance, self.metrics = instance, metrics
+        self._meta = json.dumps({"instance": instance, "url": url}, separators=(",", ":"))
+        self._owners: dict[int, dict[str, str]] = {}
+        self._owners_at = -1e9
+        self.partitions = partitions
         self.consumer = AIOKafkaConsumer(
             **kafka.client_kwargs(), group_id=group, client_id=instance,
             enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=20,
@@ -130,12 +145,30 @@ class Ownership:
             return True
         try:
             await self.consumer.commit({TopicPartition(self.topic, s):
-                                        OffsetAndMetadata(offset, self.instance)
+                                        OffsetAndMetadata(offset, "")
                                         for s in which})
             return True
         except AioKafkaError as exc:
             log.warning("shard progress at %d not committed: %s", offset, exc)
             return False
+
+    async def announce(self, shards: set[int], producer: AIOKafkaProducer) -> None:
+        """Say on the shards' own assignment partitions that this instance has them now
+        (the broker keeps no commit metadata to carry it: Tansu drops it)."""
+        with kafka_errors("announcing shard owners"):
+            for s in sorted(shards):
+                await producer.send_and_wait(self.topic, self._meta.encode(), partition=s)
+
+    async def owner(self, shard: int) -> dict[str, str] | None:
+        """The instance that took ``shard`` last (its owner, or during a handover its
+        last owner): ``{"instance", "url"}``, or None before any. Cached for a second."""
+        if time.monotonic() - self._owners_at > 1.0:
+            found: dict[int, dict[str, str]] = {}
+            async for rec in last_records(self.kafka, self.topic, self.partitions):
+                with contextlib.suppress(ValueError, AttributeError):
+                    found[rec.partition] = {k: str(v) for k, v in json.loads(rec.value).items()}
+            self._owners, self._owners_at = found, time.monotonic()
+        return self._owners.get(shard)
 
     def took(self, shards: set[int]) -> None:
         """``shards`` are caught up: published from now on."""

@@ -38,6 +38,7 @@ class RuntimeConfig:
     #: assignment topic whose partitions are the shards (one per matches partition)
     instance_group: str | None = None
     instance_id: str = "csm"
+    advertised_url: str = ""
     assignment_topic: str = "csm.shards"
     session_timeout_ms: int = 6000
     #: primitive updates kept for a new owner's catch-up (0: none)

@@ -54,7 +54,7 @@ from streams.exceptions import DecodeError, FormatError, KafkaError
 from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
 
 from ._faults import crash_point
-from .exceptions import BadRequest, GraphNotEmpty, NotReady, TooLarge, Unauthorized
+from .exceptions import BadRequest, GraphNotEmpty, NotOwner, NotReady, TooLarge, Unauthorized
 from .metrics import Metrics
 from .runtime import STATUS_NAMES, RegisteredDoc, Runtime, RuntimeConfig
 from .schemas import (
@@ -189,6 +189,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             snapshot_every=s.snapshot_every,
             snapshot_every_updates=s.snapshot_every_updates,
             instance_group=s.instance_group, instance_id=instance_id(s),
+            advertised_url=s.advertised_url or f"http://{s.host}:{s.port}",
             assignment_topic=s.topic_shards, session_timeout_ms=s.group_session_timeout_ms,
             window_updates=s.catchup_window_updates), metrics,
             truncate=_truncator(s, broker))
@@ -268,6 +269,11 @@ def _install_errors(app: FastAPI) -> None:
                             headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
     async def on_csm(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, NotOwner):   # scale-out: the query lives on another instance
+            where = exc.url.rstrip("/") + request.url.path + (
+                f"?{request.url.query}" if request.url.query else "")
+            return JSONResponse({"detail": str(exc), "owner": exc.instance, "url": where},
+                                status_code=307, headers={"Location": where})
         for cls, code, reason in _STATUS:
             if isinstance(exc, cls):
                 return reply(request, code, reason, str(exc))
@@ -400,9 +406,12 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
         return rd
 
     @app.get("/v1/queries/{qid}", response_model=QueryPublic,
-             responses={404: {"model": ErrorBody}})
+             responses={404: {"model": ErrorBody}, 307: {"model": ErrorBody}})
     async def get_query(qid: int, svc: ServicesDep) -> QueryPublic:
-        return _public(_get(svc, qid))
+        """One query; on an instance that does not publish it, 307 to the one that does."""
+        rd = _get(svc, qid)
+        await svc.runtime.check_owner(qid)
+        return _public(rd)
 
     @app.delete("/v1/queries/{qid}", status_code=204, dependencies=[WriteAuth],
                 responses={404: {"model": ErrorBody}, 401: {"model": ErrorBody}})
@@ -411,12 +420,15 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
         await svc.control(Unregister(qid))
         return Response(status_code=204)
 
-    @app.get("/v1/matches", response_model=MatchPage, responses={404: {"model": ErrorBody}})
+    @app.get("/v1/matches", response_model=MatchPage,
+             responses={404: {"model": ErrorBody}, 307: {"model": ErrorBody}})
     async def get_matches(svc: ServicesDep, query: Annotated[int, Query()],
                           after_seq: Annotated[int, Query()] = -1,
                           limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> MatchPage:
-        """Recent deltas of one query (bounded memory; the matches topic has them all)."""
+        """Recent deltas of one query (bounded memory; the matches topic has them all).
+        On an instance that does not publish it, 307 to the one that does."""
         _get(svc, query)
+        await svc.runtime.check_owner(query)
         return MatchPage(query=query, events=svc.runtime.recent(query, after_seq, limit))
 
     @app.get("/v1/graph", response_model=GraphSize)

@@ -48,6 +48,7 @@ from ._recovery import recover, take_snapshot
 from ._snapshots import Snapshots
 from ._types import STATUS, STATUS_NAMES, Chunk, Outcome, RegisteredDoc, RuntimeConfig
 from ._window import PastRun, Window
+from .exceptions import NotOwner, NotReady
 from .metrics import Metrics
 
 __all__ = ["STATUS_NAMES", "Outcome", "RegisteredDoc", "Runtime", "RuntimeConfig"]
@@ -81,7 +82,7 @@ class Runtime:
         self.window = Window(engine, cfg.window_updates if group else 0)
         self.own = None if group is None else Ownership(
             kafka, cfg.assignment_topic, group, cfg.instance_id, metrics,
-            cfg.session_timeout_ms)
+            cfg.matches_partitions, cfg.session_timeout_ms, cfg.advertised_url)
         #: held while a chunk is handled or shards change hands (one at a time)
         self.step = asyncio.Lock()
         self.controls = Controls(engine, self.queries, self.pub, metrics, self.window,
@@ -160,6 +161,10 @@ class Runtime:
                     if not f.done():
                         f.set_result(exc)
 
+    @property
+    def producer(self) -> Any:
+        return self._producer
+
     def offer(self, offset: int, value: bytes, timestamp_ms: int) -> None:
         """A record the broker acknowledged at ``offset`` for this process (the API)."""
         self.reader.offer(offset, value, timestamp_ms)
@@ -177,6 +182,20 @@ class Runtime:
 
     def recent(self, qid: int, after_seq: int, limit: int) -> list[dict[str, Any]]:
         return self.pub.recent(qid, after_seq, limit)
+
+    async def check_owner(self, qid: int) -> None:
+        """Nothing where this instance publishes ``qid``; else :class:`NotOwner` naming
+        the instance that does (or :class:`NotReady` while its shard has none)."""
+        if self.own is None or self.owns(qid):
+            return
+        shard = qid % self.cfg.matches_partitions
+        who = await self.own.owner(shard)
+        if who is None or who.get("instance") == self.cfg.instance_id:
+            raise NotReady(f"query {qid} (shard {shard}) is moving to another instance; "
+                           "retry shortly")
+        raise NotOwner(f"query {qid} lives on instance {who.get('instance')} "
+                       f"({who.get('url')})", instance=who.get("instance", ""),
+                       url=who.get("url", ""))
 
     # -- snapshots -------------------------------------------------------------------
     async def _maybe_snapshot(self) -> None:

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class Instance:
     def __init__(self, name: str, env: dict[str, str], log: Path) -> None:
         self.name, self.port = name, free_port()
-        self.env = {**env, "CSM_PORT": str(self.port), "CSM_INSTANCE_ID": name}
+        self.env = {**env, "CSM_PORT": str(self.port), "CSM_INSTANCE_ID": name,
+                    "CSM_ADVERTISED_URL": f"http://127.0.0.1:{self.port}"}
         self.log = log
         self.p: subprocess.Popen[bytes] | None = None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 from _fleet import Instance, assignment, fleet_env, wait_until
 from _support import expected_from_log, published, query_doc, update_docs
@@ -60,6 +61,7 @@ def test_three_instances_publish_what_one_would(broker: EmbeddedBroker,
         assert _per_partition(got) == _per_partition(want)
         owned = sum(int(i.metric("csm_owned_queries")) for i in fleet)
         assert owned == len(ds.queries)
+        _non_owners_redirect(fleet, [int(q["id"]) for q in clients[0].queries()])
         for c in clients:
             c.__exit__()
     finally:
@@ -67,20 +69,45 @@ def test_three_instances_publish_what_one_would(broker: EmbeddedBroker,
             i.stop()
 
 
+def _non_owners_redirect(fleet: list[Instance], qids: list[int]) -> None:
+    """GET /v1/matches and /v1/queries/{id}: the owner answers, every other instance
+    sends the client there (307 with the owner's address), never an empty page."""
+    for q in qids:
+        answers = {}
+        for i in fleet:
+            for path in (f"/v1/matches?query={q}", f"/v1/queries/{q}"):
+                r = httpx.get(i.url + path, timeout=30)
+                answers[(i.name, path)] = r
+        for path in (f"/v1/matches?query={q}", f"/v1/queries/{q}"):
+            ok = [n for n in ("a", "b", "c") if answers[(n, path)].status_code == 200]
+            assert len(ok) == 1, (q, path, {k: v.status_code for k, v in answers.items()})
+            owner = next(i for i in fleet if i.name == ok[0])
+            for n in ("a", "b", "c"):
+                if n != ok[0]:
+                    r = answers[(n, path)]
+                    assert r.status_code == 307
+                    assert r.headers["location"] == owner.url + path
+                    assert r.json()["owner"] == owner.name
+        page = answers[(ok[0], f"/v1/matches?query={q}")].json()
+        assert page["query"] == q
+
+
 def _split(n: int, parts: int) -> list[range]:
     step = -(-n // parts)
     return [range(s, min(s + step, n)) for s in range(0, n, step)]
 
 
+@pytest.mark.parametrize("window", ["1000000", "30"], ids=["window", "rebuild"])
 def test_kill_join_and_leave_move_shards_exactly_once(broker: EmbeddedBroker,
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, window: str) -> None:
     """kill -9 of an owner mid-stream, a new instance later, a clean stop: after each,
     the new assignment shows in the metrics and every delta of the log so far is on the
-    matches topic exactly once, in order."""
+    matches topic exactly once, in order. With a 30-update window every gap is older
+    than the window: the new owners rebuild the versions from the log instead."""
     ds = generate(GenConfig(vertices=400, edges=2000, labels=3, queries=30, min_query=3,
                             max_query=4, insert_ratio=0.4, delete_ratio=0.15, seed=23))
     p = f"fail{uuid.uuid4().hex[:8]}"
-    env = fleet_env(broker.bootstrap, p, P)
+    env = {**fleet_env(broker.bootstrap, p, P), "CSM_CATCHUP_WINDOW_UPDATES": window}
     fleet = [Instance(n, env, tmp_path / f"{n}.log") for n in ("a", "b", "c", "d")]
     live = fleet[:3]
     try:
