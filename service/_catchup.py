@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu import BatchResult, Engine
+from gpu import BatchResult, Engine, OpTable
 from streams.codec import SEQ_STRIDE
 from streams.kafka import kafka_errors, last_records
 
 from ._publish import Cut
 from ._rebuild import rebuild
 from ._types import Chunk, RegisteredDoc
-from ._window import Window
+from ._window import PastRun, Window
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -62,6 +62,7 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
     P = rt.cfg.matches_partitions
     progress = await rt.own.progress(shards)
     tails = await _tails(rt, shards)
+    t1 = time.perf_counter()
     gap = {s for s in shards if progress[s] < here}
     start = min((progress[s] for s in gap), default=here)
     for s in shards:   # what the partition already holds is not sent again
@@ -75,6 +76,7 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
         rt.pub.open_query(q)
     chunk = Chunk([], [], {})
     updates = 0
+    t2 = time.perf_counter()
     if gap:
         engine, window, seen = rt.engine, rt.window, rt.queries
         if not rt.window.covers(start):   # older than the window: rebuild the versions
@@ -97,6 +99,7 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
             if engine is rt.engine:
                 for q in extra:
                     rt.engine.unregister(q)
+    t3 = time.perf_counter()
     with kafka_errors("publishing a shard's missed deltas"):
         await asyncio.gather(*chunk.futures)
     await rt.own.commit(here, shards)
@@ -106,7 +109,9 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
     rt.metrics.catchup_updates.inc(updates)
     rt.metrics.catchup.observe(time.perf_counter() - t0)
     log.info("took shards %s at offset %d: %d updates matched again from offset %d in "
-             "%.3f s", sorted(shards), here, updates, start, time.perf_counter() - t0)
+             "%.3f s (progress and tails %.3f, registering %.3f, matching and sending "
+             "%.3f, acks and commit %.3f)", sorted(shards), here, updates, start,
+             time.perf_counter() - t0, t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
 
 
 async def _rematch(rt: Runtime, engine: Engine, window: Window,
@@ -121,7 +126,7 @@ async def _rematch(rt: Runtime, engine: Engine, window: Window,
     inits = sorted((q, d) for q, d in docs.items()
                    if d.doc.emit_initial and q >= start and q >= progress[q % P])
     updates = 0
-    for run in window.since(start):
+    for run in _merged(window.since(start), [q for q, _ in inits]):
         for q, d in [x for x in inits if x[0] < run.first]:
             await _initial(rt, engine, q, d, chunk)
         inits = [x for x in inits if x[0] >= run.first]
@@ -137,6 +142,43 @@ async def _rematch(rt: Runtime, engine: Engine, window: Window,
     for q, d in inits:
         await _initial(rt, engine, q, d, chunk)
     return updates
+
+
+#: primitive updates per re-matched batch at most (fewer, larger engine calls)
+_MERGE = 65_536
+
+
+def _merged(runs: list[PastRun], cuts: list[int]) -> list[PastRun]:
+    """Consecutive runs joined into batches of up to ``_MERGE`` updates, never across a
+    registration in ``cuts`` (its initial matches go between them, in log order)."""
+    out: list[PastRun] = []
+    group: list[PastRun] = []
+
+    def close() -> None:
+        if len(group) == 1:
+            out.append(group[0])
+        elif group:
+            rs = [g.result for g in group]
+            cols = {f: np.concatenate([getattr(r.ops, f) for r in rs])
+                    for f in OpTable.__dataclass_fields__}
+            out.append(PastRun(group[0].first, group[-1].last, BatchResult(
+                ops=OpTable(**cols), seq=np.concatenate([r.seq for r in rs]),
+                sub=np.concatenate([r.sub for r in rs]),
+                request_op=np.concatenate([r.request_op for r in rs]), query_ids=(),
+                counts=np.zeros((sum(len(r.ops) for r in rs), 0), np.int64)),
+                {k: v for g in group for k, v in g.arrived.items()}))
+        group.clear()
+
+    size = 0
+    for run in runs:
+        crosses = group and any(group[-1].last < c < run.first for c in cuts)
+        if crosses or size + len(run.result.ops) > _MERGE:
+            close()
+            size = 0
+        group.append(run)
+        size += len(run.result.ops)
+    close()
+    return out
 
 
 async def _initial(rt: Runtime, engine: Engine, q: int, d: RegisteredDoc,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from aiokafka import TopicPartition
 
-from gpu import BatchResult, Engine
+from gpu import BatchResult, Engine, RegisteredQuery
 from streams.codec import LoadPart, QueryDoc, Register, Unregister, Updates, decode
 from streams.exceptions import DecodeError
 from streams.kafka import kafka_errors, make_consumer
@@ -52,16 +52,17 @@ async def rebuild(rt: Runtime, start: int, here: int) -> Rebuilt:
     window = Window(engine, 1 << 62)
     queries: dict[int, RegisteredDoc] = {}
     quiet = Metrics()   # the side engine's gauges are nobody's
-    controls = Controls(engine, queries, Publisher(None, rt.cfg, quiet),  # type: ignore[arg-type]
+    controls = Controls(engine, queries, Publisher(None, rt.cfg, quiet),
                         quiet, window)
     offset = 0
     snap = await rt.snaps.latest()
     if snap is not None and snap.offset <= start:
         await asyncio.to_thread(engine.restore_graph, snap.graph)
         for q in snap.queries:
-            doc = QueryDoc.model_validate(q["doc"])
-            queries[q["id"]] = RegisteredDoc(rt.queries[q["id"]].reg if q["id"] in rt.queries
-                                             else _placeholder(q["id"], doc), doc, q["seq"])
+            doc = QueryDoc.model_validate(q["doc"])   # registered before the gap
+            reg = RegisteredQuery(id=q["id"], spec=doc.to_spec(), automorphisms=0,
+                                  plan_count=0)
+            queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
         offset = snap.offset
     window.reset(offset)
     tp = TopicPartition(rt.cfg.updates_topic, 0)
@@ -89,11 +90,6 @@ async def rebuild(rt: Runtime, start: int, here: int) -> Rebuilt:
     log.info("rebuilt the graph versions from offset %d to %d in %.2f s", start, here,
              time.perf_counter() - t0)
     return Rebuilt(engine, window, queries)
-
-
-def _placeholder(qid: int, doc: QueryDoc) -> Any:
-    from gpu import RegisteredQuery
-    return RegisteredQuery(id=qid, spec=doc.to_spec(), automorphisms=0, plan_count=0)
 
 
 async def _apply(engine: Engine, window: Window, controls: Controls, rec: Any) -> None:

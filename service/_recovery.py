@@ -74,6 +74,7 @@ async def recover(rt: Runtime) -> None:
         rt.queries[qid] = RegisteredDoc(reg, rd.doc, rd.seq)
         rt.pub.open_query(qid)
     rt.metrics.queries.set(len(rt.queries))
+    rt.metrics.owned_queries.set(len(rt.engine.queries))
     rt.gauges()
     if committed:
         g = rt.engine.graph

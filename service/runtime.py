@@ -85,6 +85,8 @@ class Runtime:
             cfg.matches_partitions, cfg.session_timeout_ms, cfg.advertised_url)
         #: held while a chunk is handled or shards change hands (one at a time)
         self.step = asyncio.Lock()
+        if self.own is None:   # one instance: every shard is its own
+            metrics.owned_shards.set(cfg.matches_partitions)
         self.controls = Controls(engine, self.queries, self.pub, metrics, self.window,
                                  self.owns)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,26 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 P = 6
 
 
+def _start(fleet: list[Instance], tmp: Path, seed: int) -> Any:
+    """Start the instances, load a generated graph and register its 30 queries, spread
+    over the instances (each registration goes through the log)."""
+    ds = generate(GenConfig(vertices=400, edges=2000, labels=3, queries=30, min_query=3,
+                            max_query=4, insert_ratio=0.4, delete_ratio=0.15, seed=seed))
+    for i in fleet:
+        i.start()
+    for i in fleet:
+        i.wait_ready()
+    gfile = tmp / "g.graph"
+    with gfile.open("w") as f:
+        csm.write_graph(f, ds.initial)
+    with CsmClient(fleet[0].url, timeout=60) as c:
+        c.load_graph(gfile)
+    for k, (_, q) in enumerate(ds.queries):
+        with CsmClient(fleet[k % len(fleet)].url, timeout=60) as c:
+            c.register(query_doc(q, list_matches=True, max_matches_per_update=100_000))
+    return ds
+
+
 def _per_partition(keys: list[tuple[object, ...]]) -> dict[int, list[tuple[object, ...]]]:
     out: dict[int, list[tuple[object, ...]]] = {p: [] for p in range(P)}
     for k in keys:
@@ -29,24 +50,12 @@ def _per_partition(keys: list[tuple[object, ...]]) -> dict[int, list[tuple[objec
 
 def test_three_instances_publish_what_one_would(broker: EmbeddedBroker,
                                                 tmp_path: Path) -> None:
-    ds = generate(GenConfig(vertices=400, edges=2000, labels=3, queries=30, min_query=3,
-                            max_query=4, insert_ratio=0.4, delete_ratio=0.15, seed=19))
     p = f"scale{uuid.uuid4().hex[:8]}"
     env = fleet_env(broker.bootstrap, p, P)
     fleet = [Instance(n, env, tmp_path / f"{n}.log") for n in ("a", "b", "c")]
     try:
-        for i in fleet:
-            i.start()
-        for i in fleet:
-            i.wait_ready()
-        gfile = tmp_path / "g.graph"
-        with gfile.open("w") as f:
-            csm.write_graph(f, ds.initial)
+        ds = _start(fleet, tmp_path, seed=19)
         clients = [CsmClient(i.url, timeout=60) for i in fleet]
-        clients[0].load_graph(gfile)
-        for k, (_, q) in enumerate(ds.queries):
-            clients[k % 3].register(query_doc(q, list_matches=True,
-                                              max_matches_per_update=100_000))
         docs = update_docs(ds.stream)
         parts = _split(len(docs), 40)
         for k, idx in enumerate(parts[:10]):   # likely before the group has settled:
@@ -104,24 +113,12 @@ def test_kill_join_and_leave_move_shards_exactly_once(broker: EmbeddedBroker,
     the new assignment shows in the metrics and every delta of the log so far is on the
     matches topic exactly once, in order. With a 30-update window every gap is older
     than the window: the new owners rebuild the versions from the log instead."""
-    ds = generate(GenConfig(vertices=400, edges=2000, labels=3, queries=30, min_query=3,
-                            max_query=4, insert_ratio=0.4, delete_ratio=0.15, seed=23))
     p = f"fail{uuid.uuid4().hex[:8]}"
     env = {**fleet_env(broker.bootstrap, p, P), "CSM_CATCHUP_WINDOW_UPDATES": window}
     fleet = [Instance(n, env, tmp_path / f"{n}.log") for n in ("a", "b", "c", "d")]
     live = fleet[:3]
     try:
-        for i in live:
-            i.start()
-        for i in live:
-            i.wait_ready()
-        gfile = tmp_path / "g.graph"
-        with gfile.open("w") as f:
-            csm.write_graph(f, ds.initial)
-        with CsmClient(live[0].url, timeout=60) as c:
-            c.load_graph(gfile)
-            for _, q in ds.queries:
-                c.register(query_doc(q, list_matches=True, max_matches_per_update=100_000))
+        ds = _start(live, tmp_path, seed=23)
         wait_until(lambda: sorted(assignment(live).values()) == [2, 2, 2], "three owners")
         docs = update_docs(ds.stream)
         parts = _split(len(docs), 40)
