@@ -114,6 +114,15 @@ class Engine:
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
 
+    def describe(self, spec: QuerySpec, query_id: int) -> RegisteredQuery:
+        """What :meth:`register` would record (automorphisms, plans), without registering:
+        a query another instance matches (scale-out) is still described the same way."""
+        qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
+                        label_share=self._label_share())
+        return RegisteredQuery(id=query_id, spec=spec, automorphisms=qp.automorphisms,
+                               plan_count=len(qp.plans), scale=qp.scale,
+                               initial_scale=qp.initial_scale)
+
     def _label_share(self) -> dict[int, float]:
         n = self.graph.num_vertices
         alive = self.graph.valive[:n].astype(bool)

@@ -54,7 +54,8 @@ class Controls:
         seq = offset * SEQ_STRIDE
         tick = self.engine.graph.tick + 1
         if replay or not self.owns(offset):   # replay: registered once the graph is rebuilt
-            reg = RegisteredQuery(id=offset, spec=spec, automorphisms=0, plan_count=0)
+            reg = RegisteredQuery(id=offset, spec=spec, automorphisms=0, plan_count=0) \
+                if replay else await asyncio.to_thread(self.engine.describe, spec, offset)
             self.queries[offset] = RegisteredDoc(reg, doc, seq, tick)
             self.metrics.queries.set(len(self.queries))
             return self.queries[offset]

@@ -68,11 +68,13 @@ async def recover(rt: Runtime) -> None:
             await rt.handle(records, replay=True)
     consumer.seek(tp, committed)
     rt.next_offset = committed
-    for qid in sorted(rt.queries) if not sharded else ():
-        rd = rt.queries[qid]
-        reg, _ = rt.engine.register(rd.doc.to_spec(), query_id=qid)
-        rt.queries[qid] = RegisteredDoc(reg, rd.doc, rd.seq)
-        rt.pub.open_query(qid)
+    for qid in sorted(rt.queries):
+        rd = rt.queries[qid]   # scale-out: described here, registered by the shard's owner
+        reg = rt.engine.describe(rd.doc.to_spec(), qid) if sharded else \
+            rt.engine.register(rd.doc.to_spec(), query_id=qid)[0]
+        rt.queries[qid] = RegisteredDoc(reg, rd.doc, rd.seq, rd.tick)
+        if not sharded:
+            rt.pub.open_query(qid)
     rt.metrics.queries.set(len(rt.queries))
     rt.metrics.owned_queries.set(len(rt.engine.queries))
     rt.gauges()

@@ -69,3 +69,11 @@ def test_reclaimed_versions_are_refused() -> None:
     e.apply(UpdateBatch.build([10**9], [0], [1], [2], [0]))   # moves the watermark on
     with pytest.raises(EngineError, match="reclaimed"):
         e.rematch(past[0], (qid,))
+
+
+def test_describe_is_what_register_records() -> None:
+    e, _, _ = _run(register=False, hold=False)
+    spec = QuerySpec(DS.queries[1][1])
+    described = e.describe(spec, 77)
+    reg, _ = e.register(spec, query_id=77)
+    assert described == reg

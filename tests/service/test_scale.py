@@ -70,7 +70,10 @@ def test_three_instances_publish_what_one_would(broker: EmbeddedBroker,
         assert _per_partition(got) == _per_partition(want)
         owned = sum(int(i.metric("csm_owned_queries")) for i in fleet)
         assert owned == len(ds.queries)
-        _non_owners_redirect(fleet, [int(q["id"]) for q in clients[0].queries()])
+        listed = [sorted(c.queries(), key=lambda q: q["id"]) for c in clients]
+        assert listed[0] == listed[1] == listed[2]   # owners or not, the same description
+        assert all(q["automorphisms"] >= 1 and q["plans"] >= 1 for q in listed[0])
+        _non_owners_redirect(fleet, [int(q["id"]) for q in listed[0]])
         for c in clients:
             c.__exit__()
     finally:
