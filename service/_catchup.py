@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpu import BatchResult, Engine, OpTable
-from streams.codec import SEQ_STRIDE
+from streams.codec import SEQ_STRIDE, decode
+from streams.exceptions import DecodeError
 from streams.kafka import kafka_errors, last_records
 
 from ._publish import Cut
@@ -76,6 +77,9 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
         rt.pub.open_query(q)
     chunk = Chunk([], [], {})
     updates = 0
+    if 0 in shards:   # what the dead-letter topic holds already is not sent again
+        async for rec in last_records(rt.kafka, rt.cfg.deadletter_topic, 1):
+            rt.pub.dead_upto = max(rt.pub.dead_upto, json.loads(rec.value)["offset"])
     t2 = time.perf_counter()
     if gap:
         engine, window, seen = rt.engine, rt.window, rt.queries
@@ -95,6 +99,8 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
             updates = await _rematch(rt, engine, window, docs,
                                      {q: r.offset for q, r in retired.items()}, progress,
                                      start, chunk)
+            if 0 in gap:   # shard 0's owner also writes the dead-letter topic
+                await _dead_letters(rt, window, progress[0], chunk)
         finally:
             if engine is rt.engine:
                 for q in extra:
@@ -142,6 +148,16 @@ async def _rematch(rt: Runtime, engine: Engine, window: Window,
     for q, d in inits:
         await _initial(rt, engine, q, d, chunk)
     return updates
+
+
+async def _dead_letters(rt: Runtime, window: Window, since: int, chunk: Chunk) -> None:
+    """The dead letters of the gap that the dead-letter topic does not hold yet."""
+    for offset, rec in window.dead:
+        if offset >= since:
+            try:
+                decode(rec.value)
+            except DecodeError as exc:
+                await rt.pub.dead_letter(rec, str(exc), chunk, replay=False)
 
 
 #: primitive updates per re-matched batch at most (fewer, larger engine calls)

@@ -97,6 +97,7 @@ async def _apply(engine: Engine, window: Window, controls: Controls, rec: Any) -
     try:
         item = decode(rec.value)
     except DecodeError:
+        window.dead_letter(rec)
         return
     if isinstance(item, Updates):
         run = start_run(engine, [(rec.offset, item, 0.0)])

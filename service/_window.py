@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from gpu import BatchResult, Engine
 
@@ -45,6 +46,8 @@ class Window:
         self.engine, self.limit = engine, limit
         self.runs: deque[tuple[int, PastRun]] = deque()   # (tick before the run, run)
         self.retired: dict[int, Retired] = {}
+        #: dead-lettered records (offset, record): shard 0's owner sends them
+        self.dead: deque[tuple[int, Any]] = deque()
         self.start = 0
         self.start_tick = 1
         self._size = 0
@@ -57,6 +60,7 @@ class Window:
         """Start empty at ``offset`` (after a restore: nothing older is kept)."""
         self.runs.clear()
         self.retired.clear()
+        self.dead.clear()
         self._size = 0
         self.start, self.start_tick = offset, self.engine.graph.tick + 1
         self._hold()
@@ -75,11 +79,17 @@ class Window:
             self.start_tick = self.runs[0][0]
         for q in [q for q, r in self.retired.items() if r.offset < self.start]:
             del self.retired[q]
+        while self.dead and self.dead[0][0] < self.start:
+            self.dead.popleft()
         self._hold()
 
     def retire(self, doc: RegisteredDoc, offset: int) -> None:
         if self.enabled:
             self.retired[doc.reg.id] = Retired(doc, offset)
+
+    def dead_letter(self, rec: Any) -> None:
+        if self.enabled:
+            self.dead.append((rec.offset, rec))
 
     def covers(self, offset: int) -> bool:
         """Every update from ``offset`` on is here."""

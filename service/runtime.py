@@ -238,6 +238,7 @@ class Runtime:
             pending = await self._next_run(pending, [], chunk, replay)   # drained
             run, size = [], 0
             if isinstance(item, DecodeError):   # scale-out: shard 0's owner sends them
+                self.window.dead_letter(rec)
                 await self.pub.dead_letter(rec, str(item), chunk, replay or not self.owns(0))
             else:
                 chunk.outcomes[rec.offset] = await self.controls.apply(rec.offset, item, chunk,

@@ -3,6 +3,7 @@ instance, and the matches topic is what a single instance would have published."
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 from _fleet import Instance, assignment, fleet_env, wait_until
-from _support import expected_from_log, published, query_doc, update_docs
+from _support import expected_from_log, produce, published, query_doc, update_docs
 
-from service.client import CsmClient
+from service.client import CsmClient, read_topic
 from streams import GenConfig, generate
 from streams.broker import EmbeddedBroker
 from streams.formats import csm
@@ -138,20 +139,30 @@ def test_kill_join_and_leave_move_shards_exactly_once(broker: EmbeddedBroker,
             assert len(got) == len(want), what
             assert _per_partition(got) == _per_partition(want), what
 
+        bad = []   # topic messages that do not decode: dead-lettered by shard 0's owner
+
+        def post_bad() -> None:
+            bad.extend(produce(broker.bootstrap, f"{p}.updates", [b'{"updates": 7}']))
+
         post(parts[:10])
+        post_bad()
         victim = live.pop(0)
         victim.kill()                      # mid-stream: its last chunks may be in flight
         post(parts[10:20])
         check([3, 3], "the killed instance's shards on the other two")
         fleet[3].start().wait_ready()
         live.append(fleet[3])
+        post_bad()
         post(parts[20:30])
         check([2, 2, 2], "the new instance taking two shards")
         assert fleet[3].metric("csm_rebalances_total") >= 1
         leaving = live.pop(0)
+        post_bad()
         leaving.stop()                     # a clean leave
         post(parts[30:])
         check([3, 3], "the stopped instance's shards on the other two")
+        dead = read_topic(broker.bootstrap, f"{p}.dead", until=lambda xs: len(xs) >= 3)
+        assert sorted(json.loads(r.value)["offset"] for r in dead) == bad
         assert sum(int(i.metric("csm_owned_queries")) for i in live) == len(ds.queries)
     finally:
         for i in fleet:
