@@ -220,8 +220,9 @@ def instance_id(s: Settings) -> str:
 
 
 def _truncator(s: Settings, broker: object) -> Any:
-    """The durable embedded broker drops update-log batches behind each snapshot."""
-    if not isinstance(broker, DurableBroker):
+    """The durable embedded broker drops update-log batches behind each snapshot (not in
+    an instance group: the others may still need the log behind this one's snapshot)."""
+    if not isinstance(broker, DurableBroker) or s.instance_group is not None:
         return None
     return lambda offset: broker.truncate(s.topic_updates, 0, offset)
 
