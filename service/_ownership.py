@@ -57,7 +57,7 @@ class Ownership:
     the runtime settles, stops publishing them and calls :meth:`dropped`."""
 
     def __init__(self, kafka: KafkaConfig, topic: str, group: str, instance: str,
-                 metrics: Metrics, partitions: int, session_timeout_ms: int = 6000,
+                 metrics: Metrics, partitions: int, session_timeout_ms: int = 3000,
                  url: str = "") -> None:
         """``url``: where this instance answers; announced with each shard it takes, so
         any instance can say where a shard lives (:meth:`owner`)."""

@@ -40,7 +40,7 @@ class RuntimeConfig:
     instance_id: str = "csm"
     advertised_url: str = ""
     assignment_topic: str = "csm.shards"
-    session_timeout_ms: int = 6000
+    session_timeout_ms: int = 3000
     #: primitive updates kept for a new owner's catch-up (0: none)
     window_updates: int = 0
 

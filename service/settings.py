@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     #: the assignment topic: one empty partition per shard (= per matches partition)
     topic_shards: str = "csm.shards"
     #: how soon the group moves a dead instance's shards (heartbeats every quarter)
-    group_session_timeout_ms: int = Field(6000, ge=1000, le=300_000)
+    group_session_timeout_ms: int = Field(3000, ge=1000, le=300_000)
     #: primitive updates kept so a shard's new owner can match what its last owner
     #: did not publish (older gaps are rebuilt from snapshot and log)
     catchup_window_updates: int = Field(1_000_000, ge=0)
