@@ -67,6 +67,7 @@ class Engine:
         self._planset: PlanSet | None = None
         self._next_id = 1
         self._pending: list[PendingBatch] = []
+        self._hold: int | None = None
         # nothing may move graph memory while a kernel reads it
         self.graph.before_relayout = self.drain
         self.graph.copy_on_write = self.executor.reads_during_updates
@@ -113,6 +114,15 @@ class Engine:
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
 
+    def describe(self, spec: QuerySpec, query_id: int) -> RegisteredQuery:
+        """What :meth:`register` would record (automorphisms, plans), without registering:
+        a query another instance matches (scale-out) is still described the same way."""
+        qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
+                        label_share=self._label_share())
+        return RegisteredQuery(id=query_id, spec=spec, automorphisms=qp.automorphisms,
+                               plan_count=len(qp.plans), scale=qp.scale,
+                               initial_scale=qp.initial_scale)
+
     def _label_share(self) -> dict[int, float]:
         n = self.graph.num_vertices
         alive = self.graph.valive[:n].astype(bool)
@@ -134,15 +144,24 @@ class Engine:
             self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
         return self._planset
 
-    def _initial(self, qid: int) -> BatchResult:
+    def initial_at(self, qid: int, tick: int) -> BatchResult:
+        """``register(initial=True)``'s match set as it was before update ``tick``
+        (needs the versions held since then: :meth:`hold_versions`)."""
+        if qid not in self._queries:
+            raise UnknownQueryError(f"no query with id {qid}")
+        self._readable(tick)
+        return self._initial(qid, tick)
+
+    def _initial(self, qid: int, tick: int | None = None) -> BatchResult:
         """Static matching: every alive directed edge as the image of query edge 0."""
-        a, b, lab = self.graph.alive_edges()
+        at = self.graph.tick + 1 if tick is None else tick
+        a, b, lab = self.graph.alive_edges() if tick is None else self.graph.alive_edges(tick)
         ps = self._plan_set()
         j = list(self._queries).index(qid)
         lo = int(ps.query_lo[j])
         spec = self._queries[qid].spec
         n = len(a)
-        tasks = MatchTasks(a=a, b=b, label=lab, tick=np.full(n, self.graph.tick + 1, np.int64),
+        tasks = MatchTasks(a=a, b=b, label=lab, tick=np.full(n, at, np.int64),
                            plan_lo=np.full(n, lo, np.int32), plan_hi=np.full(n, lo + 1, np.int32),
                            cap=np.full(n, spec.max_matches_per_update if spec.list_matches
                                        else -1, np.int64))
@@ -180,6 +199,8 @@ class Engine:
         if len(batch) and int(batch.op.max()) >= _INS_V:
             self.drain()
         first = min((p.first_tick for p in self._pending), default=self.graph.tick + 1)
+        if self._hold is not None:
+            first = min(first, self._hold)
         self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
         ops = self.graph.apply(batch)
         self.executor.on_update(self.graph, ops)
@@ -199,6 +220,49 @@ class Engine:
                                t0=t0, t1=time.perf_counter())
         self._pending.append(pending)
         return pending
+
+    def hold_versions(self, tick: int | None) -> None:
+        """Keep the graph readable at ``tick`` and later (None: no hold): entries deleted
+        at ``tick`` or after are not reclaimed, so :meth:`rematch` can match past updates
+        against their own ticks (a shard's new owner catching up)."""
+        self._hold = tick
+
+    def _readable(self, tick: int) -> None:
+        wm = getattr(self.graph, "watermark", None)
+        if wm is None:
+            raise EngineError("this graph (device-owned) cannot read past ticks")
+        if tick <= wm:
+            raise EngineError(f"graph versions before tick {wm + 1} are reclaimed; tick "
+                              f"{tick} cannot be read (hold them with hold_versions)")
+
+    def rematch(self, past: BatchResult, query_ids: tuple[int, ...]) -> BatchResult:
+        """Match the primitive updates of an earlier batch again, each against its own
+        tick, for ``query_ids`` only (registered now, perhaps after that batch): the
+        deltas those queries would have had. Needs the versions held since then."""
+        for q in query_ids:
+            if q not in self._queries:
+                raise UnknownQueryError(f"no query with id {q}")
+        ops = past.ops
+        edge = (ops.op <= _DEL_E) & (ops.status == _APPLIED)
+        ei = np.flatnonzero(edge)
+        counts = np.zeros((len(ops), len(query_ids)), np.int64)
+        specs = {q: self._queries[q].spec for q in query_ids}
+        listings = {q: Listing.empty(s.query.n) for q, s in specs.items() if s.list_matches}
+        if len(ei) and query_ids:
+            self._readable(int(ops.tick[ei].min()))
+            ps = self._plan_set()
+            order = list(self._queries)
+            cols = np.array([order.index(q) for q in query_ids], np.int64)
+            tasks = self._edge_tasks(ops, ei, ps, query_ids, cols)
+            out = self.executor.submit(self.graph, ps, tasks).wait()
+            scale = np.array([self._queries[q].scale for q in query_ids], np.int64)
+            sign = 1 - 2 * ops.op[ei].astype(np.int64)
+            c = out.counts.reshape(len(ei), len(query_ids)) * scale[:, 0]
+            counts[ei, :] = c // scale[:, 1] * sign[:, None]
+            listings = self._listings(ops, ei, query_ids, specs, out)
+        return BatchResult(ops=ops, seq=past.seq, sub=past.sub, request_op=past.request_op,
+                           query_ids=query_ids, counts=counts, listings=listings,
+                           stats=BatchStats(edge_updates=len(ei)))
 
     def drain(self) -> None:
         """Finish the matching of every submitted batch (their results stay readable)."""
@@ -237,14 +301,16 @@ class Engine:
                            listings=listings, stats=stats)
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
-                    qids: tuple[int, ...]) -> MatchTasks:
+                    qids: tuple[int, ...], cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
+        """One task per (edge op, query); ``cols``: the queries' places in the plan set."""
         nq = len(qids)
-        caps = np.array([s.spec.max_matches_per_update if s.spec.list_matches else -1
-                         for s in self._queries.values()], np.int64)
+        cols = np.arange(nq) if cols is None else cols
+        caps = np.array([self._queries[q].spec.max_matches_per_update
+                         if self._queries[q].spec.list_matches else -1 for q in qids], np.int64)
         rep = lambda x: np.repeat(x[ei], nq)  # noqa: E731
         return MatchTasks(a=rep(ops.a), b=rep(ops.b), label=rep(ops.label), tick=rep(ops.tick),
-                          plan_lo=np.tile(ps.query_lo, len(ei)),
-                          plan_hi=np.tile(ps.query_hi, len(ei)), cap=np.tile(caps, len(ei)))
+                          plan_lo=np.tile(ps.query_lo[cols], len(ei)),
+                          plan_hi=np.tile(ps.query_hi[cols], len(ei)), cap=np.tile(caps, len(ei)))
 
     def _listings(self, ops: OpTable, ei: npt.NDArray[np.int64], qids: tuple[int, ...],
                   specs: dict[int, QuerySpec], out: MatchOutput) -> dict[int, Listing]:

@@ -184,6 +184,11 @@ class HostGraph:
         n = self.num_vertices
         return int(self.seg_len[:n].max()) if n else 0
 
+    @property
+    def watermark(self) -> int:
+        """Entries deleted at this tick or before may be reclaimed (unreadable)."""
+        return int(self.meta[K.WATERMARK])
+
     def set_watermark(self, tick: int) -> None:
         """Every update with tick <= ``tick`` has finished matching."""
         self.meta[K.WATERMARK] = tick
@@ -321,14 +326,19 @@ class HostGraph:
         self._packed_end = int(a["packed_end"])
 
     # -- reads for checks and initial matching ------------------------------------
-    def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
-                                   npt.NDArray[np.int32]]:
-        """Directed (a, b, label) for every alive edge, both orientations."""
+    def alive_edges(self, at: int | None = None) -> tuple[npt.NDArray[np.int32],
+                                                          npt.NDArray[np.int32],
+                                                          npt.NDArray[np.int32]]:
+        """Directed (a, b, label) for every alive edge, both orientations: now, or as a
+        reader of tick ``at`` sees them (``ct < at <= dt``; versions must be held)."""
         n = self.num_vertices
         lens = self.seg_len[:n].astype(np.int64)
         owner = np.repeat(np.arange(n, dtype=np.int32), lens)
         idx = ranges(self.seg_off[:n], lens)
-        alive = self.dt[idx] == INF_TICK
+        if at is None:
+            alive = self.dt[idx] == INF_TICK
+        else:
+            alive = (self.ct[idx] < at) & (self.dt[idx] >= at)
         idx = idx[alive]
         return owner[alive], (self.key[idx] & 0xFFFFFFFF).astype(np.int32), self.elab[idx]
 

@@ -8,6 +8,8 @@ import gc
 import hmac
 import json
 import logging
+import os
+import socket
 import tempfile
 import time
 import uuid
@@ -52,7 +54,7 @@ from streams.exceptions import DecodeError, FormatError, KafkaError
 from streams.kafka import KafkaConfig, ensure_topics, kafka_errors, make_producer
 
 from ._faults import crash_point
-from .exceptions import BadRequest, GraphNotEmpty, NotReady, TooLarge, Unauthorized
+from .exceptions import BadRequest, GraphNotEmpty, NotOwner, NotReady, TooLarge, Unauthorized
 from .metrics import Metrics
 from .runtime import STATUS_NAMES, RegisteredDoc, Runtime, RuntimeConfig
 from .schemas import (
@@ -159,9 +161,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker = await _start_broker(s, state)
         bootstrap = s.kafka_bootstrap or broker.bootstrap  # type: ignore[union-attr]
         kafka = _kafka_config(s, bootstrap)
-        found = await ensure_topics(kafka, {s.topic_updates: 1, s.topic_queries: 1,
-                                            s.topic_deadletter: 1,
-                                            s.topic_matches: s.matches_partitions})
+        topics = {s.topic_updates: 1, s.topic_queries: 1, s.topic_deadletter: 1,
+                  s.topic_matches: s.matches_partitions}
+        if s.instance_group is not None:
+            topics[s.topic_shards] = s.matches_partitions
+        found = await ensure_topics(kafka, topics)
+        if s.instance_group is not None and found[s.topic_shards] != found[s.topic_matches]:
+            raise KafkaError(f"topic {s.topic_shards} has {found[s.topic_shards]} partitions "
+                             f"and {s.topic_matches} {found[s.topic_matches]}: a shard is "
+                             "one matches partition, so they must be equal")
         if found.get(s.topic_updates) != 1:
             raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
         engine = Engine(s.backend, options=ExecutorOptions(
@@ -179,7 +187,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             recent_per_query=s.recent_deltas_per_query,
             snapshot_dir=None if state is None else state.snapshots / s.topic_updates,
             snapshot_every=s.snapshot_every,
-            snapshot_every_updates=s.snapshot_every_updates), metrics,
+            snapshot_every_updates=s.snapshot_every_updates,
+            instance_group=s.instance_group, instance_id=instance_id(s),
+            advertised_url=s.advertised_url or f"http://{s.host}:{s.port}",
+            assignment_topic=s.topic_shards, session_timeout_ms=s.group_session_timeout_ms,
+            window_updates=s.catchup_window_updates), metrics,
             truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):
@@ -203,9 +215,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             state.close()
 
 
+def instance_id(s: Settings) -> str:
+    return s.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+
+
 def _truncator(s: Settings, broker: object) -> Any:
-    """The durable embedded broker drops update-log batches behind each snapshot."""
-    if not isinstance(broker, DurableBroker):
+    """The durable embedded broker drops update-log batches behind each snapshot (not in
+    an instance group: the others may still need the log behind this one's snapshot)."""
+    if not isinstance(broker, DurableBroker) or s.instance_group is not None:
         return None
     return lambda offset: broker.truncate(s.topic_updates, 0, offset)
 
@@ -253,6 +270,11 @@ def _install_errors(app: FastAPI) -> None:
                             headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
     async def on_csm(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, NotOwner):   # scale-out: the query lives on another instance
+            where = exc.url.rstrip("/") + request.url.path + (
+                f"?{request.url.query}" if request.url.query else "")
+            return JSONResponse({"detail": str(exc), "owner": exc.instance, "url": where},
+                                status_code=307, headers={"Location": where})
         for cls, code, reason in _STATUS:
             if isinstance(exc, cls):
                 return reply(request, code, reason, str(exc))
@@ -385,9 +407,12 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
         return rd
 
     @app.get("/v1/queries/{qid}", response_model=QueryPublic,
-             responses={404: {"model": ErrorBody}})
+             responses={404: {"model": ErrorBody}, 307: {"model": ErrorBody}})
     async def get_query(qid: int, svc: ServicesDep) -> QueryPublic:
-        return _public(_get(svc, qid))
+        """One query; on an instance that does not publish it, 307 to the one that does."""
+        rd = _get(svc, qid)
+        await svc.runtime.check_owner(qid)
+        return _public(rd)
 
     @app.delete("/v1/queries/{qid}", status_code=204, dependencies=[WriteAuth],
                 responses={404: {"model": ErrorBody}, 401: {"model": ErrorBody}})
@@ -396,12 +421,15 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one place that lists every ro
         await svc.control(Unregister(qid))
         return Response(status_code=204)
 
-    @app.get("/v1/matches", response_model=MatchPage, responses={404: {"model": ErrorBody}})
+    @app.get("/v1/matches", response_model=MatchPage,
+             responses={404: {"model": ErrorBody}, 307: {"model": ErrorBody}})
     async def get_matches(svc: ServicesDep, query: Annotated[int, Query()],
                           after_seq: Annotated[int, Query()] = -1,
                           limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> MatchPage:
-        """Recent deltas of one query (bounded memory; the matches topic has them all)."""
+        """Recent deltas of one query (bounded memory; the matches topic has them all).
+        On an instance that does not publish it, 307 to the one that does."""
         _get(svc, query)
+        await svc.runtime.check_owner(query)
         return MatchPage(query=query, events=svc.runtime.recent(query, after_seq, limit))
 
     @app.get("/v1/graph", response_model=GraphSize)

@@ -7,6 +7,7 @@
         ├── Unauthorized       401: missing or wrong bearer token
         ├── GraphNotEmpty      409: POST /v1/graph after the graph has content
         ├── NotReady           503: the runtime is still starting or has stopped
+        ├── NotOwner           307: another instance of the group publishes this query
         └── StateError         the state directory cannot be used (csm serve exits 2)
             ├── StateLocked    another service holds its lock
             └── StateCorrupt   not ours, damaged, or a snapshot that does not read back
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from gpu.exceptions import CsmError
 
-__all__ = ["BadRequest", "GraphNotEmpty", "NotReady", "ServiceError", "StateCorrupt",
-           "StateError", "StateLocked", "TooLarge", "Unauthorized"]
+__all__ = ["BadRequest", "GraphNotEmpty", "NotOwner", "NotReady", "ServiceError",
+           "StateCorrupt", "StateError", "StateLocked", "TooLarge", "Unauthorized"]
 
 
 class ServiceError(CsmError):
@@ -45,6 +46,15 @@ class GraphNotEmpty(ServiceError):
 
 class NotReady(ServiceError):
     """The runtime cannot take this request now."""
+
+
+class NotOwner(ServiceError):
+    """Scale-out: the query's deltas are published (and its recent deltas kept) by
+    another instance; ``url`` is where that one answers."""
+
+    def __init__(self, message: str, *, instance: str, url: str) -> None:
+        super().__init__(message)
+        self.instance, self.url = instance, url
 
 
 class StateError(ServiceError):

@@ -109,6 +109,22 @@ class Metrics:
         self.device_budget = Gauge("csm_device_memory_budget_bytes",
                                    "Device memory the engine may hold (0 on the CPU backend)",
                                    registry=r)
+        # scale-out: what this instance owns of the group's shards, and moving them
+        self.owned_shards = Gauge("csm_owned_shards",
+                                  "Shards (assignment partitions) this instance publishes",
+                                  registry=r)
+        self.owned_queries = Gauge("csm_owned_queries",
+                                   "Standing queries this instance matches and publishes",
+                                   registry=r)
+        self.rebalances = Counter("csm_rebalances_total",
+                                  "Shard assignments received from the group coordinator",
+                                  registry=r)
+        self.catchup_updates = Counter(
+            "csm_catchup_updates_total",
+            "Updates matched again for shards taken over from another instance", registry=r)
+        self.catchup = Histogram(
+            "csm_catchup_seconds", "Taking over shards: progress read, missed updates "
+            "matched and their deltas acknowledged", buckets=_LATENCY, registry=r)
         r.register(_Nvml())
         for op in ops:
             for st in statuses:

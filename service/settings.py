@@ -71,6 +71,21 @@ class Settings(BaseSettings):
     topic_deadletter: str = "csm.deadletter"
     matches_partitions: int = Field(1, ge=1, le=1024)
 
+    # scale-out: several instances on one log, each publishing a shard of the queries
+    #: the instance group (a Kafka consumer group); unset: one instance owns every query
+    instance_group: str | None = None
+    #: this instance's name in the group (default: host name and process id)
+    instance_id: str | None = None
+    #: where other instances and clients reach this one (default: http://host:port)
+    advertised_url: str | None = None
+    #: the assignment topic: one empty partition per shard (= per matches partition)
+    topic_shards: str = "csm.shards"
+    #: how soon the group moves a dead instance's shards (heartbeats every quarter)
+    group_session_timeout_ms: int = Field(3000, ge=1000, le=300_000)
+    #: primitive updates kept so a shard's new owner can match what its last owner
+    #: did not publish (older gaps are rebuilt from snapshot and log)
+    catchup_window_updates: int = Field(1_000_000, ge=0)
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -166,6 +166,33 @@ def build() -> Dashboard:
         _q(f"sum by (instance) (rate(csm_gc_reclaimed_entries_total{{{SEL}}}[{RATE}]))",
            "{{instance}}"), width=8))
 
+    d = d.with_row(Row("Instance group"))
+    d = d.with_panel(_series(
+        "Owned shards and queries",
+        "Scale-out: the shards (assignment partitions) the group coordinator gives each "
+        "instance, and the standing queries it matches and publishes for them.", "short",
+        _q(f"max by (instance) (csm_owned_shards{{{SEL}}})", "shards {{instance}}", "A"),
+        _q(f"max by (instance) (csm_owned_queries{{{SEL}}})", "queries {{instance}}", "B"),
+        width=8, stack=True))
+    d = d.with_panel(_series(
+        "Rebalances", "Shard assignments received per instance (joins, leaves, deaths).",
+        "short", _q(f"sum by (instance) (increase(csm_rebalances_total{{{SEL}}}[{RATE}]))",
+                    "{{instance}}"), width=4))
+    d = d.with_panel(_series(
+        "Catch-up updates",
+        "Updates matched again per second by a shard's new owner (what the last owner had "
+        "not published).", "ops",
+        _q(f"sum by (instance) (rate(csm_catchup_updates_total{{{SEL}}}[{RATE}]))",
+           "{{instance}}"), width=6))
+    d = d.with_panel(_series(
+        "Catch-up time",
+        "Seconds spent taking over shards (progress read, missed updates matched, their "
+        "deltas acknowledged) per interval, and how many take-overs.", "short",
+        _q(f"sum by (instance) (increase(csm_catchup_seconds_sum{{{SEL}}}[{RATE}]))",
+           "seconds {{instance}}", "A"),
+        _q(f"sum by (instance) (increase(csm_catchup_seconds_count{{{SEL}}}[{RATE}]))",
+           "take-overs {{instance}}", "B"), width=6))
+
     d = d.with_row(Row("Health and errors"))
     d = d.with_panel(_stat("Up", "Prometheus reaches the service (1) or not (0).", "none",
                            _q(f"up{{{SEL}}}", "{{instance}}")))

@@ -23,7 +23,8 @@ def _stages() -> dict[str, str]:
 
 def test_compose_names_its_services_and_volumes() -> None:
     s = COMPOSE["services"]
-    assert set(s) == {"kafka", "csm", "csm-cpu", "demo", "prometheus", "grafana"}
+    assert set(s) == {"kafka", "csm", "csm-cpu", "csm-1", "csm-2", "csm-3", "demo",
+                      "prometheus", "grafana"}
     declared = set(COMPOSE["volumes"])
     for name, svc in s.items():
         for v in svc.get("volumes", []):
@@ -62,6 +63,27 @@ def test_compose_service_variants() -> None:
         assert svc["networks"]["default"]["aliases"] == ["csm"]
     # `docker compose up` with no flags picks the GPU profile from .env
     assert "COMPOSE_PROFILES=gpu" in (ROOT / ".env").read_text().splitlines()
+
+
+def test_compose_scale_profile() -> None:
+    """Three CPU instances in one group, each with its own id, port and address."""
+    s = COMPOSE["services"]
+    scaled = [s[f"csm-{i}"] for i in (1, 2, 3)]
+    ids, ports = set(), set()
+    for i, svc in enumerate(scaled, 1):
+        env = svc["environment"]
+        assert svc["profiles"] == ["scale"] and svc["build"]["args"]["FLAVOR"] == "cpu"
+        assert env["CSM_KAFKA_BOOTSTRAP"] == "kafka:9092" and env["CSM_INSTANCE_GROUP"] == "csm"
+        assert int(env["CSM_MATCHES_PARTITIONS"]) >= 3
+        assert env["CSM_ADVERTISED_URL"] == f"http://localhost:800{i}"
+        assert svc["ports"] == [f"800{i}:8000"]
+        assert svc["networks"]["default"]["aliases"] == ["csm-scale"]
+        ids.add(env["CSM_INSTANCE_ID"])
+        ports.add(svc["ports"][0])
+    assert len(ids) == len(ports) == 3
+    cfg = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "csm"]
+    assert job["dns_sd_configs"][0]["names"] == ["csm-scale"]
 
 
 def test_prometheus_and_grafana_mounts() -> None:
