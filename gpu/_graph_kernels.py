@@ -12,14 +12,16 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._graph_pending import BASE, COUNT, add_pending, find_pending, pair_of
 from ._idmap import slot_of
 from ._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 
 # meta slots
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
 META_SIZE = 9
-# apply_batch return codes
-DONE, NEED_POOL, NEED_OUT = 0, 1, 2
+# apply_batch return codes (NEED_MERGE: in place, a vertex deletion needs the pending
+# entries in their versions first)
+DONE, NEED_POOL, NEED_OUT, NEED_MERGE = 0, 1, 2, 3
 
 _INF = INF_TICK
 _WILD = WILDCARD
@@ -207,8 +209,12 @@ def new_vertex_bound(ops, src, dst, keys, vals, used):  # type: ignore[no-untype
 def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
                 key, elab, ct, dt,
-                o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason):  # type: ignore[no-untyped-def]
+                o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
+                h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt):  # type: ignore[no-untyped-def]
+    """In place (``meta[IN_PLACE]``) edge insertions go to the pending arrays (see
+    ``_graph_pending``), merged by the caller; copy-on-write inserts into new versions."""
     pool_cap = len(key)
+    in_place = meta[IN_PLACE] != 0
     out_cap = len(o_raw)
     nbrs = np.empty(0, np.int32)
     for i in range(i0, len(ops)):
@@ -246,6 +252,19 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 e = -1
                 if a >= 0 and b >= 0:
                     e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
+                    if e < 0 and in_place:
+                        pj = find_pending(h_key, h_val, pst, p_dt, pair_of(a, b))
+                        if pj >= 0:
+                            t = meta[TICK] + 1
+                            meta[TICK] = t
+                            p_dt[2 * pj] = t
+                            p_dt[2 * pj + 1] = t
+                            vdeg[a] -= 1
+                            vdeg[b] -= 1
+                            meta[NEDGES] -= 1
+                            o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, p_elab[2 * pj], t
+                            n_out += 1
+                            continue
                 if e < 0:
                     o_status[j] = _IGNORED
                     n_out += 1
@@ -261,8 +280,20 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 b = _new_vertex(y, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
             kb = make_key(vlabel[b], b)
-            if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0:
+            if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0 or (
+                    in_place and find_pending(h_key, h_val, pst, p_dt, pair_of(a, b)) >= 0):
                 o_status[j] = _IGNORED
+                n_out += 1
+                continue
+            if in_place:
+                t = meta[TICK] + 1
+                meta[TICK] = t
+                add_pending(a, b, make_key(vlabel[a], a), kb, lb, t, h_key, h_val, pst,
+                            p_owner, p_key, p_elab, p_ct, p_dt)
+                vdeg[a] += 1
+                vdeg[b] += 1
+                meta[NEDGES] += 1
+                o_a[j], o_b[j], o_tick[j] = a, b, t
                 n_out += 1
                 continue
             need = (_need(a, meta, seg_len, seg_cap, seg_batch)
@@ -311,6 +342,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
             o_status[j] = _IGNORED
             n_out += 1
             continue
+        if in_place and pst[COUNT] > pst[BASE]:
+            return i, n_out, NEED_MERGE
         d = vdeg[a]
         if n_out + d + 1 > out_cap:
             return i, n_out, NEED_OUT
