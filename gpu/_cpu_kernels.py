@@ -107,15 +107,67 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
 
 
 @nb.njit(cache=True, nogil=True)
+def _marked(L, w, lab, el, k, run, seg_off, seg_len, key, elab, ct, dt, marks, mk):  # type: ignore[no-untyped-def]
+    """Token with which marks[L] flags w's visible neighbours of label ``lab`` in this run;
+    marked only when w (or the run) changed since level L last asked."""
+    if mk[0, L] == w and mk[1, L] == run:
+        return mk[2, L]
+    tok = mk[3, 0] + 1
+    if tok >= np.int64(np.iinfo(np.int32).max):   # tokens wrap: forget every mark
+        marks[:, :] = 0
+        tok = 1
+    mk[3, 0] = tok
+    row = marks[L]
+    a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+    t32 = np.int32(tok)
+    for i in range(a, b):
+        if _visible(elab, ct, dt, i, k, el):
+            row[np.int32(key[i] & _LOW32)] = t32
+    mk[0, L], mk[1, L], mk[2, L] = w, run, tok
+    return tok
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan_marked(key, elab, ct, dt, lo, hi, k, el, row, tok, out):  # type: ignore[no-untyped-def]
+    """out[0:n] = visible key[lo:hi] whose vertex carries mark ``tok`` in ``row``."""
+    n = 0
+    t32 = np.int32(tok)
+    for i in range(lo, hi):
+        if row[np.int32(key[i] & _LOW32)] == t32 and _visible(elab, ct, dt, i, k, el):
+            out[n] = key[i]
+            n += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
 def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
-             raw, rrow, rlo, rhi, ilo, ihi, ranges):  # type: ignore[no-untyped-def]
-    """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi."""
+             raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk):  # type: ignore[no-untyped-def]
+    """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi.
+
+    Two lists, the shallower one stays put while the deeper level loops: its vertices are
+    marked once (``_marked``) and the deeper list is scanned against the marks, O(|deep|)
+    per candidate set instead of a merge's O(|shallow| + |deep|). ``marks`` with no
+    columns turns this off (the estimator)."""
     lab = pl[p, F_LABEL, L]
     src = pl[p, F_REUSE, L]
     off = pl[p, F_NBOFF, L]
     cnt = pl[p, F_NBCNT, L]
     out = raw[L]
-    if src >= 0:
+    done = False
+    if src < 0 and cnt == 2 and marks.shape[1] > 0:
+        jo = 0 if nb_level[off] < nb_level[off + 1] else 1
+        wo, wi = f[nb_level[off + jo]], f[nb_level[off + 1 - jo]]
+        a, b = _label_range(key, seg_off[wi], seg_len[wi], lab)
+        if b - a <= 16 * seg_len[wo]:   # else galloping the shallow list wins (below)
+            tok = _marked(L, wo, lab, nb_label[off + jo], k, run, seg_off, seg_len, key, elab,
+                          ct, dt, marks, mk)
+            n = _scan_marked(key, elab, ct, dt, a, b, k, nb_label[off + 1 - jo], marks[L],
+                             tok, out)
+            rrow[L], rlo[L], rhi[L] = L, 0, n
+            done = True
+    if done:
+        pass
+    elif src >= 0:
         row = rrow[src]
         lo, hi = rlo[src], rhi[src]
         if lab != _WILD and pl[p, F_LABEL, src] == _WILD:
@@ -308,7 +360,8 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
 
 @nb.njit(cache=True, nogil=True)
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
-             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, out, out_row, cap):  # type: ignore[no-untyped-def]
+             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, out,
+             out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
 
     With ``cap`` < 0 only counts; otherwise writes up to ``cap`` tuples (query-vertex
@@ -353,7 +406,8 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                     clock += 1
                     stamp[2, L] = clock
                     _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
-                             key, elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                             key, elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run,
+                             marks, mk)
                 c = _count_level(L, 2, p, f, pl, vlabel, raw, rrow, ilo, ihi)
                 memo[0, h], memo[1, h], memo[2, h] = run, x, c
             for j in range(2, L):   # the other bound vertices that may be candidates
@@ -368,7 +422,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             clock += 1
             stamp[2, L] = clock
             _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab,
-                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             pos[L] = ilo[L]
         buf = raw[rrow[L]]
         if L == last:
@@ -393,7 +447,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                 clock += 1
                 stamp[2, last] = clock
                 _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key,
-                         elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                         elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             base = _count_level(last, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
             lab_l, lab_t = pl[p, F_LABEL, L], pl[p, F_LABEL, last]
             if base > 0 and lab_l != _WILD and lab_t != _WILD and lab_l != lab_t:
@@ -471,6 +525,15 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
             np.zeros((3, M), np.int64))
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _mark_buffers(nv):  # type: ignore[no-untyped-def]
+    """Per-thread vertex marks, one row per level (rows no plan marks are never touched),
+    and their state: owner, run, token per level; [3, 0] the last token."""
+    mk = np.full((4, M), -1, np.int64)
+    mk[3, 0] = 0
+    return np.zeros((M, nv), np.int32), mk
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
                 seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
@@ -481,13 +544,14 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
     for t in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
+        marks, mk = _mark_buffers(len(seg_off))
         for r in range(t, ntask, nthreads):
             i = order[r]
             c = 0
             for p in range(t_plo[i], t_phi[i]):
                 c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                               seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, stamp, memo, dummy, 0, -1)
+                              rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, dummy, 0, -1)
             counts[i] = c
     return counts
 
@@ -499,6 +563,7 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
     for t in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
+        marks, mk = _mark_buffers(len(seg_off))
         for s in range(t, len(sel), nthreads):
             i = sel[s]
             got = 0
@@ -507,5 +572,5 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                     break
                 got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                                 seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                                rlo, rhi, ilo, ihi, ranges, stamp, memo, out, rows_off[s] + got,
-                                caps[s] - got)
+                                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, out,
+                                rows_off[s] + got, caps[s] - got)
