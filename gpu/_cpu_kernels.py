@@ -16,6 +16,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._atomic import fetch_add
 from ._graph_kernels import lower_bound, make_key
 from ._planner import (
     F_DEGREE,
@@ -537,15 +538,20 @@ def _mark_buffers(nv):  # type: ignore[no-untyped-def]
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
                 seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """Exact match count of every task; tasks are dealt round-robin in ``order``."""
+    """Exact match count of every task; threads take the next task in ``order`` as they
+    finish one (a shared counter: no thread idles while another has a queue)."""
     ntask = len(t_a)
     counts = np.zeros(ntask, np.int64)
     dummy = np.empty((1, 1), np.int32)
-    for t in nb.prange(nthreads):
+    nxt = np.zeros(1, np.int64)
+    for _ in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
         marks, mk = _mark_buffers(len(seg_off))
-        for r in range(t, ntask, nthreads):
+        while True:
+            r = fetch_add(nxt, 0, 1)
+            if r >= ntask:
+                break
             i = order[r]
             c = 0
             for p in range(t_plo[i], t_phi[i]):
@@ -560,11 +566,15 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
 def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl,
                nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
-    for t in nb.prange(nthreads):
+    nxt = np.zeros(1, np.int64)
+    for _ in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
         marks, mk = _mark_buffers(len(seg_off))
-        for s in range(t, len(sel), nthreads):
+        while True:
+            s = fetch_add(nxt, 0, 1)
+            if s >= len(sel):
+                break
             i = sel[s]
             got = 0
             for p in range(t_plo[i], t_phi[i]):
