@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._atomic import fetch_add
+from ._intrinsics import fetch_add
 from ._graph_kernels import lower_bound, make_key
 from ._planner import (
     F_DEGREE,

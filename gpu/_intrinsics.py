@@ -1,8 +1,8 @@
-"""An atomic fetch-and-add on an int64 array element for numba CPU code.
+"""LLVM instructions numba does not expose on the CPU: atomic fetch-and-add.
 
-numba has no atomics on the CPU; ``prange`` splits its range statically, so when one
-thread is slowed (the other core busy, or a few heavy tasks) the other waits at the end.
-Threads that take their next task from a shared counter balance themselves.
+``prange`` splits its range statically, so when one thread is slowed (the other core
+busy, or a few heavy tasks) the other waits at the end; threads that take their next
+task from a shared counter (:func:`fetch_add`) balance themselves.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from numba.extending import intrinsic
 __all__ = ["fetch_add"]
 
 
+def _pointer(context: Any, builder: Any, aryty: Any, arr: Any, idx: Any) -> Any:
+    ary = context.make_array(aryty)(context, builder, arr)
+    return cgutils.get_item_pointer(context, builder, aryty, ary, [idx])
+
+
 @intrinsic
 def fetch_add(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:  # noqa: ARG001
     """``arr[idx] += val`` atomically (int64 array); returns the value before."""
@@ -24,9 +29,7 @@ def fetch_add(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:  # noqa: ARG
     sig = types.int64(arr, types.intp, types.int64)
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        aryty = sig.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        ptr = _pointer(context, builder, sig.args[0], args[0], args[1])
         return builder.atomic_rmw("add", ptr, args[2], "monotonic")
 
     return sig, codegen
