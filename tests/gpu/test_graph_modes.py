@@ -61,6 +61,17 @@ def test_in_place_equals_copy_on_write(b: int) -> None:
     _run(None, raw_stream(seed=b, n=3000, ids=60, hub_every=5), [b])
 
 
+@pytest.mark.parametrize("b", [7, 64, 4096])
+def test_in_place_edge_batches_equal_copy_on_write(b: int) -> None:
+    """Edge updates only: the same pairs inserted, deleted and re-inserted many times
+    within one batch (the pair table and pending list, no merge before a vertex op)."""
+    s = raw_stream(seed=b + 1, n=6000, ids=40)
+    edges = np.flatnonzero(s.op <= 1)
+    s = UpdateBatch.build(np.arange(len(edges)), s.op[edges], s.src[edges], s.dst[edges],
+                          s.label[edges])
+    _run(None, s, [b])
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_in_place_on_a_loaded_power_law_graph(seed: int) -> None:
     ds = generate(GenConfig(vertices=2000, edges=12000, labels=4, queries=1,
