@@ -336,6 +336,60 @@ def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
+def _weights_root(p, pl, nb_level, last, d):  # type: ignore[no-untyped-def]
+    """Index (into the last level's lists) of its one root list when it intersects just a
+    root's list and d's, without symmetry masks; else -1 (see ``_weigh``)."""
+    off = pl[p, F_NBOFF, last]
+    if pl[p, F_NBCNT, last] != 2 or pl[p, F_GT, last] | pl[p, F_LT, last]:
+        return -1
+    for j in range(2):
+        if nb_level[off + j] <= 1 and nb_level[off + 1 - j] == d:
+            return j
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
+def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, ct, dt, wcnt,
+           wtok, tok):  # type: ignore[no-untyped-def]
+    """Two-hop weights of a run: wcnt[x] (valid where wtok[x] == tok) = |N(root) ∩ N(x)|
+    in level L's label, for every x of d's label, by walking N(root) then each
+    neighbour's list once. A memoised last level (``_memo_level``) then costs O(1) per
+    new f[d] instead of one scan of N(f[d]): built once a run's scans outgrow it."""
+    off = pl[p, F_NBOFF, L]
+    d = nb_level[off + 1 - jr]
+    lab, lab_d = pl[p, F_LABEL, L], pl[p, F_LABEL, d]
+    el_r, el_d = nb_label[off + jr], nb_label[off + 1 - jr]
+    r = f[nb_level[off + jr]]
+    a, b = _label_range(key, seg_off[r], seg_len[r], lab)
+    t32 = np.int32(tok)
+    for i in range(a, b):
+        if not _visible(elab, ct, dt, i, k, el_r):
+            continue
+        y = np.int32(key[i] & _LOW32)
+        ya, yb = _label_range(key, seg_off[y], seg_len[y], lab_d)
+        for e in range(ya, yb):
+            if _visible(elab, ct, dt, e, k, el_d):
+                x = np.int32(key[e] & _LOW32)
+                if wtok[x] == t32:
+                    wcnt[x] += 1
+                else:
+                    wtok[x] = t32
+                    wcnt[x] = 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key):  # type: ignore[no-untyped-def]
+    """An upper bound of ``_weigh``'s entry reads (lengths of the root's neighbours)."""
+    off = pl[p, F_NBOFF, L]
+    r = f[nb_level[off + jr]]
+    a, b = _label_range(key, seg_off[r], seg_len[r], pl[p, F_LABEL, L])
+    c = np.int64(0)
+    for i in range(a, b):
+        c += seg_len[np.int32(key[i] & _LOW32)]
+    return c
+
+
+@nb.njit(cache=True, nogil=True)
 def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """x (of level L's label) is a candidate of level L under f: adjacent to every
     intersected level at tick k, within the masks."""
@@ -364,8 +418,8 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
 
 @nb.njit(cache=True, nogil=True)
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
-             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, out,
-             out_row, cap):  # type: ignore[no-untyped-def]
+             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
+             wtok, wst, out, out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
 
     With ``cap`` < 0 only counts; otherwise writes up to ``cap`` tuples (query-vertex
@@ -396,7 +450,11 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     # two independent tail levels: count |valid(last-1)| x |valid(last)| minus overlaps
     pair_tail = (not listing) and last >= 3 and pl[p, F_DEP, last] < last - 1
     memo_d = -1 if listing or pair_tail else _memo_level(p, pl, nb_level, n)
+    jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 0 else -1
     run = clock
+    # two-hop weights of this run: [token (0: not built), spent scans, their bound (-1),
+    # last token handed out (kept across runs)]
+    wst[0], wst[1], wst[2] = 0, 0, -1
     mlab = pl[p, F_LABEL, last]
     L = 2
     while L >= 2:
@@ -405,7 +463,28 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             h = x & (MEMO_SLOTS - 1)
             if memo[0, h] == run and memo[1, h] == x:
                 c = memo[2, h]
+            elif wst[0] > 0:
+                c = wcnt[x] if wtok[x] == wst[0] else 0
+                for j in range(2):   # the roots among the candidates
+                    if vlabel[f[j]] == mlab and _member(f[j], L, p, k, f, pl, nb_level,
+                                                        nb_label, seg_off, seg_len, key,
+                                                        elab, ct, dt):
+                        c -= 1
+                memo[0, h], memo[1, h], memo[2, h] = run, x, c
             else:
+                if jr >= 0:   # build the weights once this run's scans cost a quarter of that
+                    if wst[2] < 0:
+                        wst[2] = _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key)
+                    wst[1] += seg_len[x]
+                    if 4 * wst[1] > wst[2]:
+                        wst[3] += 1
+                        if wst[3] >= np.int64(np.iinfo(np.int32).max):
+                            wtok[:] = 0
+                            wst[3] = 1
+                        wst[0] = wst[3]
+                        _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key,
+                               elab, ct, dt, wcnt, wtok, wst[0])
+                        continue   # read the weights
                 if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
                     clock += 1
                     stamp[2, L] = clock
@@ -538,6 +617,12 @@ def _mark_buffers(nv):  # type: ignore[no-untyped-def]
     return np.zeros((M, nv), np.int32), mk
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _weight_buffers(nv):  # type: ignore[no-untyped-def]
+    """Per-thread two-hop weights (``_weigh``): counts, tokens, state (see run_plan)."""
+    return np.zeros(nv, np.int32), np.zeros(nv, np.int32), np.zeros(4, np.int64)
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
                 seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
@@ -551,6 +636,7 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
         marks, mk = _mark_buffers(len(seg_off))
+        wcnt, wtok, wst = _weight_buffers(len(seg_off))
         while True:
             r = fetch_add(nxt, 0, 1)
             if r >= ntask:
@@ -560,7 +646,8 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
             for p in range(t_plo[i], t_phi[i]):
                 c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                               seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, dummy, 0, -1)
+                              rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok,
+                              wst, dummy, 0, -1)
             counts[i] = c
     return counts
 
@@ -574,6 +661,7 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
         marks, mk = _mark_buffers(len(seg_off))
+        wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
         while True:
             s = fetch_add(nxt, 0, 1)
             if s >= len(sel):
@@ -585,5 +673,5 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                     break
                 got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                                 seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, out,
-                                rows_off[s] + got, caps[s] - got)
+                                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
+                                wtok, wst, out, rows_off[s] + got, caps[s] - got)
