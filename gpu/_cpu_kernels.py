@@ -311,7 +311,10 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     # two independent tail levels: count |valid(last-1)| x |valid(last)| minus overlaps
     pair_tail = (not listing) and last >= 3 and pl[p, F_DEP, last] < last - 1
     memo_d = -1 if listing or pair_tail else _memo_level(p, pl, nb_level, n)
-    jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 0 else -1
+    # weights pay off when f[d] ranges over a frontier two or more hops from the roots
+    # (d >= 3: a 5-cycle); at d = 2 its values are one root's neighbours, and their scans
+    # cost about what the weights would (a 4-cycle: measured 1.5x slower with them)
+    jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 3 else -1
     run = clock
     # two-hop weights of this run: [token (0: not built), spent scans, their bound (-1),
     # last token handed out (kept across runs)]
