@@ -193,8 +193,8 @@ class HostGraph:
     # -- updates --------------------------------------------------------------
     def apply(self, batch: UpdateBatch) -> OpTable:
         n = len(batch)
-        self.reserve_vertices(K.new_vertex_bound(batch.op, batch.src, batch.dst, self.ids.keys,
-                                                 self.ids.vals, self.ids.used) + 2)
+        self.reserve_vertices(2)   # more when the kernel asks (NEED_VERTS): an edge stream
+        # over known vertices reserves nothing and never looks its ids up twice
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
@@ -211,6 +211,8 @@ class HostGraph:
                 break
             if code == K.NEED_MERGE:
                 self._merge(pend)
+            elif code == K.NEED_VERTS:
+                self.reserve_vertices(64)   # the arrays double as they grow
             elif code == K.NEED_POOL:
                 if i == stuck:   # collected already and still short (one huge version)
                     self._grow(self._POOL, 2 * len(self.key))

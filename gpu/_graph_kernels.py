@@ -20,8 +20,8 @@ from ._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
 META_SIZE = 9
 # apply_batch return codes (NEED_MERGE: in place, a vertex deletion needs the pending
-# entries in their versions first)
-DONE, NEED_POOL, NEED_OUT, NEED_MERGE = 0, 1, 2, 3
+# entries in their versions first; NEED_VERTS: no room for two more internal ids)
+DONE, NEED_POOL, NEED_OUT, NEED_MERGE, NEED_VERTS = 0, 1, 2, 3, 4
 
 _INF = INF_TICK
 _WILD = WILDCARD
@@ -94,6 +94,12 @@ def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
         meta[IDCOUNT] += 1
     vals[s] = v
     return np.int32(v)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _room(meta, vlabel, keys):  # type: ignore[no-untyped-def]
+    """Two more internal ids fit: vertex arrays, and the id table stays under half full."""
+    return meta[NV] + 2 <= len(vlabel) and 2 * (meta[IDCOUNT] + 2) <= len(keys)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -182,30 +188,6 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
 
 
 @nb.njit(cache=True, nogil=True)
-def new_vertex_bound(ops, src, dst, keys, vals, used):  # type: ignore[no-untyped-def]
-    """How many internal ids ``apply_batch`` may create: every vertex insertion, and every
-    edge-insertion end unknown now (an upper bound; an edge stream over known vertices
-    reserves nothing, instead of growing the vertex arrays by twice the batch). A vertex
-    deletion makes a known id unknown again: then every insertion end counts."""
-    m = 0
-    for i in range(len(ops)):
-        if ops[i] == _DEL_V:
-            return 2 * len(ops)
-    for i in range(len(ops)):
-        op = ops[i]
-        if op == _INS_V:
-            m += 1
-        elif op == _INS_E:
-            s = slot_of(keys, used, src[i])
-            if used[s] == 0 or vals[s] < 0:
-                m += 1
-            s = slot_of(keys, used, dst[i])
-            if used[s] == 0 or vals[s] < 0:
-                m += 1
-    return m
-
-
-@nb.njit(cache=True, nogil=True)
 def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
                 key, elab, ct, dt,
@@ -273,6 +255,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, elab[e], t
                 n_out += 1
                 continue
+            if (a < 0 or b < 0) and not _room(meta, vlabel, keys):
+                return i, n_out, NEED_VERTS
             if a < 0:
                 a = _new_vertex(x, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
@@ -328,6 +312,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_reason[j] = _R_RELABEL
                 o_a[j] = a
             else:
+                if not _room(meta, vlabel, keys):
+                    return i, n_out, NEED_VERTS
                 if a >= 0:
                     valive[a] = 0
                 a = _new_vertex(x, lb, keys, vals, used, meta, vlabel, vext, valive, vdeg,
