@@ -7,15 +7,11 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _cpu_kernels as K
-from ._cpu_sets import Scratch
 from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_starts, task_sums
 from ._graph import HostGraph, OpTable
 from ._planner import PlanSet
 
 __all__ = ["CpuExecutor"]
-
-#: below this many (task, plan) units a batch is counted on one thread
-SERIAL_UNITS = 32
 
 
 class CpuExecutor:
@@ -24,7 +20,6 @@ class CpuExecutor:
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or nb.get_num_threads()
-        self._scratch = Scratch()
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         """The CPU reads the host graph directly."""
@@ -49,19 +44,16 @@ class CpuExecutor:
         g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.vlabel[:nv], graph.key, graph.elab,
              graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
-        scratch = self._scratch.arrays(self.threads, nv)
         # count phase: one unit per (task, plan) with a live root, so heavy updates spread
         # over threads; the costliest tasks (degree product) are dealt first
         owner, plan64 = live_units(graph, plans, tasks)
         plan = plan64.astype(np.int32)
         start = task_starts(owner)
         order = _by_task_cost(graph, tasks, owner, start)
-        serial = len(owner) < SERIAL_UNITS or self.threads == 1
-        count = K.count_tasks_serial if serial else K.count_tasks
-        unit_counts = count(tasks.a[owner], tasks.b[owner], tasks.label[owner],
-                            tasks.tick[owner], plan, plan + 1, order,
-                            1 if serial else min(self.threads, len(owner)), maxlen, pl,
-                            plans.nb_level, plans.nb_label, *g, *scratch)
+        unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
+                                    tasks.tick[owner], plan, plan + 1, order,
+                                    max(1, min(self.threads, len(owner))), maxlen, pl,
+                                    plans.nb_level, plans.nb_label, *g)
         counts = task_sums(n, owner, start, unit_counts)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
@@ -72,7 +64,7 @@ class CpuExecutor:
             K.list_tasks(tasks.a, tasks.b, tasks.label, tasks.tick, tasks.plan_lo,
                          tasks.plan_hi, sel, row_off[sel], listed[sel],
                          min(self.threads, len(sel)), maxlen, pl, plans.nb_level,
-                         plans.nb_label, *g, rows, *scratch)
+                         plans.nb_label, *g, rows)
         return MatchOutput(counts, listed, row_off, rows)
 
 

@@ -18,17 +18,18 @@ import numba as nb
 import numpy as np
 
 from ._cpu_sets import (
-    MEMO_SLOTS,
     _LOW32,
     _ONE32,
     _intersect,
     _label_range,
+    _mark_buffers,
     _marked,
     _scan,
     _scan_marked,
     _visible,
     _weigh,
     _weigh_cost,
+    _weight_buffers,
     _weights_root,
 )
 from ._graph_kernels import lower_bound, make_key
@@ -219,6 +220,8 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
     return c
 
 
+#: slots of the per-thread memo of last-level counts (direct-mapped, tagged by run)
+MEMO_SLOTS = 1 << 12
 
 
 @nb.njit(cache=True, nogil=True)
@@ -471,19 +474,18 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
-                seg_off, seg_len, vlabel, key, elab, ct, dt, stamps, memos, marks_, mks, wcnts,
-                wtoks, wsts):  # type: ignore[no-untyped-def]
+                seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task; threads take the next task in ``order`` as they
-    finish one (a shared counter: no thread idles while another has a queue). The last
-    seven arrays are ``Scratch.arrays``, one row per thread."""
+    finish one (a shared counter: no thread idles while another has a queue)."""
     ntask = len(t_a)
     counts = np.zeros(ntask, np.int64)
     dummy = np.empty((1, 1), np.int32)
     nxt = np.zeros(1, np.int64)
-    for t in nb.prange(nthreads):
-        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, _ = _buffers(maxlen)
-        stamp, memo, marks, mk = stamps[t], memos[t], marks_[t], mks[t]
-        wcnt, wtok, wst = wcnts[t], wtoks[t], wsts[t]
+    for _ in nb.prange(nthreads):
+        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
+        memo = np.zeros((3, MEMO_SLOTS), np.int64)
+        marks, mk = _mark_buffers(len(seg_off))
+        wcnt, wtok, wst = _weight_buffers(len(seg_off))
         while True:
             r = fetch_add(nxt, 0, 1)
             if r >= ntask:
@@ -501,14 +503,14 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl,
-               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out, stamps,
-               memos, marks_, mks, wcnts, wtoks, wsts):  # type: ignore[no-untyped-def]
+               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
     nxt = np.zeros(1, np.int64)
-    for t in nb.prange(nthreads):
-        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, _ = _buffers(maxlen)
-        stamp, memo, marks, mk = stamps[t], memos[t], marks_[t], mks[t]
-        wcnt, wtok, wst = wcnts[t], wtoks[t], wsts[t]
+    for _ in nb.prange(nthreads):
+        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
+        memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
+        marks, mk = _mark_buffers(len(seg_off))
+        wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
         while True:
             s = fetch_add(nxt, 0, 1)
             if s >= len(sel):
@@ -522,9 +524,3 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                                 seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
                                 rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
                                 wtok, wst, out, rows_off[s] + got, caps[s] - got)
-
-
-#: ``count_tasks`` without a parallel region: a small batch's few units finish before
-#: waking the other thread would (and a parallel region waits out a descheduled thread
-#: when the other core is busy: milliseconds per batch)
-count_tasks_serial = nb.njit(cache=True, nogil=True)(count_tasks.py_func)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-import numpy.typing as npt
 
 from ._graph_kernels import lower_bound
 from ._planner import F_GT, F_LABEL, F_LT, F_NBCNT, F_NBOFF
@@ -177,33 +176,16 @@ def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key):  # type: igno
     return c
 
 
-#: slots of the per-thread memo of last-level counts (direct-mapped, tagged by run)
-MEMO_SLOTS = 1 << 12
+@nb.njit(cache=True, nogil=True, inline="always")
+def _mark_buffers(nv):  # type: ignore[no-untyped-def]
+    """Per-thread vertex marks, one row per level (rows no plan marks are never touched),
+    and their state: owner, run, token per level; [3, 0] the last token."""
+    mk = np.full((4, M), -1, np.int64)
+    mk[3, 0] = 0
+    return np.zeros((M, nv), np.int32), mk
 
 
-class Scratch:
-    """Per-thread search state kept across calls: the run clock (``stamp``), the memo of
-    last-level counts, vertex marks with their state (owner, run, token per level; [3, 0]
-    the last token) and two-hop weights with theirs (see run_plan). Runs and tokens only
-    grow, so nothing stale can match and nothing is cleared per batch: allocating and
-    zeroing these per call cost b=64 streams 0.1-0.2 ms a batch."""
-
-    def __init__(self) -> None:
-        self.threads = self.nv = -1
-
-    def arrays(self, threads: int, nv: int) -> tuple[npt.NDArray[np.generic], ...]:
-        if threads > self.threads or nv > self.nv:
-            self._alloc(max(threads, self.threads), max(nv, 2 * self.nv, 1024))
-        return (self.stamp, self.memo, self.marks, self.mk, self.wcnt, self.wtok, self.wst)
-
-    def _alloc(self, threads: int, nv: int) -> None:
-        # all fresh: no token or run tag is in them yet, so counting restarts safely
-        self.threads, self.nv = threads, nv
-        self.stamp = np.zeros((threads, 3, M), np.int64)
-        self.memo = np.zeros((threads, 3, MEMO_SLOTS), np.int64)
-        self.marks = np.zeros((threads, M, nv), np.int32)   # untouched rows stay unmapped
-        self.mk = np.full((threads, 4, M), -1, np.int64)
-        self.mk[:, 3, 0] = 0
-        self.wcnt = np.zeros((threads, nv), np.int32)
-        self.wtok = np.zeros((threads, nv), np.int32)
-        self.wst = np.zeros((threads, 4), np.int64)
+@nb.njit(cache=True, nogil=True, inline="always")
+def _weight_buffers(nv):  # type: ignore[no-untyped-def]
+    """Per-thread two-hop weights (``_weigh``): counts, tokens, state (see run_plan)."""
+    return np.zeros(nv, np.int32), np.zeros(nv, np.int32), np.zeros(4, np.int64)
