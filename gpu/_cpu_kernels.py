@@ -314,7 +314,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     # weights pay off when f[d] ranges over a frontier two or more hops from the roots
     # (d >= 3: a 5-cycle); at d = 2 its values are one root's neighbours, and their scans
     # cost about what the weights would (a 4-cycle: measured 1.5x slower with them)
-    jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 3 else -1
+    jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 3 and len(wcnt) else -1
     run = clock
     # two-hop weights of this run: [token (0: not built), spent scans, their bound (-1),
     # last token handed out (kept across runs)]
@@ -473,8 +473,8 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
-                seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets_nv, pl, nb_level,
+                nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task; threads take the next task in ``order`` as they
     finish one (a shared counter: no thread idles while another has a queue)."""
     ntask = len(t_a)
@@ -484,8 +484,8 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
     for _ in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
-        marks, mk = _mark_buffers(len(seg_off))
-        wcnt, wtok, wst = _weight_buffers(len(seg_off))
+        marks, mk = _mark_buffers(sets_nv)
+        wcnt, wtok, wst = _weight_buffers(sets_nv)
         while True:
             r = fetch_add(nxt, 0, 1)
             if r >= ntask:
@@ -502,14 +502,14 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, 
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl,
-               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
+def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, sets_nv,
+               pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
     nxt = np.zeros(1, np.int64)
     for _ in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
-        marks, mk = _mark_buffers(len(seg_off))
+        marks, mk = _mark_buffers(sets_nv)
         wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
         while True:
             s = fetch_add(nxt, 0, 1)
