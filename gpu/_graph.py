@@ -16,7 +16,10 @@ are dropped whenever a version is copied.
 
 With ``copy_on_write`` off (an executor that never reads during an update: the CPU)
 insertions go into the current version, which moves only when full, after its dead
-entries are purged in place: no copy per batch and far less garbage.
+entries are purged in place: no copy per batch and far less garbage. A batch's
+insertions are first collected (``_graph_pending``) and merged into each touched version
+once (``_graph_merge``), and loaded versions get 1/4 headroom, so a hub that receives k
+insertions costs O(degree + k), not k shifts of its version.
 """
 
 from __future__ import annotations
