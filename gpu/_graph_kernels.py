@@ -269,27 +269,21 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_status[j] = _IGNORED
                 n_out += 1
                 continue
-            if in_place:
-                t = meta[TICK] + 1
-                meta[TICK] = t
-                add_pending(a, b, make_key(vlabel[a], a), kb, lb, t, h_key, h_val, pst,
-                            p_owner, p_key, p_elab, p_ct, p_dt)
-                vdeg[a] += 1
-                vdeg[b] += 1
-                meta[NEDGES] += 1
-                o_a[j], o_b[j], o_tick[j] = a, b, t
-                n_out += 1
-                continue
-            need = (_need(a, meta, seg_len, seg_cap, seg_batch)
-                    + _need(b, meta, seg_len, seg_cap, seg_batch))
-            if meta[POOL_USED] + need > pool_cap:
-                return i, n_out, NEED_POOL
+            if not in_place:   # in place, insertions wait in the pending list
+                need = (_need(a, meta, seg_len, seg_cap, seg_batch)
+                        + _need(b, meta, seg_len, seg_cap, seg_batch))
+                if meta[POOL_USED] + need > pool_cap:
+                    return i, n_out, NEED_POOL
             t = meta[TICK] + 1
             meta[TICK] = t
-            _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
-                          key, elab, ct, dt)
-            _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len, seg_cap,
-                          seg_batch, key, elab, ct, dt)
+            if in_place:
+                add_pending(a, b, make_key(vlabel[a], a), kb, lb, t, h_key, h_val, pst,
+                            p_owner, p_key, p_elab, p_ct, p_dt)
+            else:
+                _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
+                              key, elab, ct, dt)
+                _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len,
+                              seg_cap, seg_batch, key, elab, ct, dt)
             vdeg[a] += 1
             vdeg[b] += 1
             meta[NEDGES] += 1
