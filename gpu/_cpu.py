@@ -13,6 +13,10 @@ from ._planner import PlanSet
 
 __all__ = ["CpuExecutor"]
 
+#: a batch needs this many (task, plan) units per 64 vertices to use marks and weights
+#: (see ``_sets_nv``)
+SETS_UNITS_PER_64 = 1
+
 
 class CpuExecutor:
     name = "cpu"
@@ -52,8 +56,9 @@ class CpuExecutor:
         order = _by_task_cost(graph, tasks, owner, start)
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                     tasks.tick[owner], plan, plan + 1, order,
-                                    max(1, min(self.threads, len(owner))), maxlen, pl,
-                                    plans.nb_level, plans.nb_label, *g)
+                                    max(1, min(self.threads, len(owner))), maxlen,
+                                    _sets_nv(len(owner), nv), pl, plans.nb_level,
+                                    plans.nb_label, *g)
         counts = task_sums(n, owner, start, unit_counts)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
@@ -63,9 +68,16 @@ class CpuExecutor:
         if len(sel):
             K.list_tasks(tasks.a, tasks.b, tasks.label, tasks.tick, tasks.plan_lo,
                          tasks.plan_hi, sel, row_off[sel], listed[sel],
-                         min(self.threads, len(sel)), maxlen, pl, plans.nb_level,
-                         plans.nb_label, *g, rows)
+                         min(self.threads, len(sel)), maxlen, _sets_nv(len(sel), nv), pl,
+                         plans.nb_level, plans.nb_label, *g, rows)
         return MatchOutput(counts, listed, row_off, rows)
+
+
+def _sets_nv(units: int, nv: int) -> int:
+    """Vertex slots of the kernels' per-thread marks and weights (``_cpu_sets``), 0 to
+    leave them off: zeroing them costs each call O(vertices), which a batch of few units
+    on a large graph never earns back (at b=64 it made Enron 2-5x slower than merges)."""
+    return nv if 64 * units >= SETS_UNITS_PER_64 * nv else 0
 
 
 def _by_task_cost(graph: HostGraph, tasks: MatchTasks, owner: npt.NDArray[np.int64],

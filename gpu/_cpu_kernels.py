@@ -7,8 +7,9 @@ task's tick ``k``: an entry counts iff ``ct < k <= dt`` (DCSM Property 2), so al
 updates of a batch run in parallel against their own graph versions.
 
 Neighbour arrays are sorted by key = (label << 32 | id), so a labelled query vertex
-reads one contiguous label range; set intersections merge or gallop by size. The last
-level is counted, not enumerated, unless matches are listed.
+reads one contiguous label range; set intersections merge or gallop by size, or scan
+the deeper list against marks of a shallower one that stays put (``_cpu_sets``). The
+last level is counted, not enumerated, unless matches are listed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,23 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._cpu_sets import (
+    _LOW32,
+    _ONE32,
+    _intersect,
+    _label_range,
+    _mark_buffers,
+    _marked,
+    _scan,
+    _scan_marked,
+    _visible,
+    _weigh,
+    _weigh_cost,
+    _weight_buffers,
+    _weights_root,
+)
 from ._graph_kernels import lower_bound, make_key
+from ._intrinsics import fetch_add
 from ._planner import (
     F_DEGREE,
     F_DEP,
@@ -36,86 +53,37 @@ from ._types import MAX_QUERY_VERTICES, WILDCARD
 M = MAX_QUERY_VERTICES
 
 _WILD = WILDCARD
-_LOW32 = np.int64(0xFFFFFFFF)
-_ONE32 = np.int64(1) << np.int64(32)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _label_range(key, off, n, lab):  # type: ignore[no-untyped-def]
-    if lab == _WILD:
-        return off, off + n
-    base = np.int64(lab) << np.int64(32)
-    lo = lower_bound(key, off, off + n, base)
-    return lo, lower_bound(key, lo, off + n, base + _ONE32)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
-    return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
-
-
-@nb.njit(cache=True, nogil=True)
-def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
-    n = 0
-    for i in range(lo, hi):
-        if _visible(elab, ct, dt, i, k, el):
-            out[n] = key[i]
-            n += 1
-    return n
-
-
-@nb.njit(cache=True, nogil=True)
-def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
-    """out[0:n] = src[slo:shi] ∩ visible(key[lo:hi]); out may alias src when slo == 0."""
-    w = 0
-    ns = shi - slo
-    if ns == 0 or hi <= lo:
-        return 0
-    if ns * 16 < hi - lo:
-        p = lo
-        for i in range(slo, shi):
-            x = src[i]
-            p = lower_bound(key, p, hi, x)
-            if p >= hi:
-                break
-            q = p
-            while q < hi and key[q] == x:
-                if _visible(elab, ct, dt, q, k, el):
-                    out[w] = x
-                    w += 1
-                    break
-                q += 1
-        return w
-    i, p = slo, lo
-    while i < shi and p < hi:
-        x, y = src[i], key[p]
-        if x < y:
-            i += 1
-        elif y < x:
-            p += 1
-        else:
-            found = False
-            while p < hi and key[p] == x:
-                if not found and _visible(elab, ct, dt, p, k, el):
-                    found = True
-                p += 1
-            if found:
-                out[w] = x
-                w += 1
-            i += 1
-    return w
 
 
 @nb.njit(cache=True, nogil=True)
 def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
-             raw, rrow, rlo, rhi, ilo, ihi, ranges):  # type: ignore[no-untyped-def]
-    """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi."""
+             raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk):  # type: ignore[no-untyped-def]
+    """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi.
+
+    Two lists, the shallower one stays put while the deeper level loops: its vertices are
+    marked once (``_marked``) and the deeper list is scanned against the marks, O(|deep|)
+    per candidate set instead of a merge's O(|shallow| + |deep|). ``marks`` with no
+    columns turns this off (the estimator)."""
     lab = pl[p, F_LABEL, L]
     src = pl[p, F_REUSE, L]
     off = pl[p, F_NBOFF, L]
     cnt = pl[p, F_NBCNT, L]
     out = raw[L]
-    if src >= 0:
+    done = False
+    if src < 0 and cnt == 2 and marks.shape[1] > 0:
+        jo = 0 if nb_level[off] < nb_level[off + 1] else 1
+        wo, wi = f[nb_level[off + jo]], f[nb_level[off + 1 - jo]]
+        a, b = _label_range(key, seg_off[wi], seg_len[wi], lab)
+        if b - a <= 16 * seg_len[wo]:   # else galloping the shallow list wins (below)
+            tok = _marked(L, wo, lab, nb_label[off + jo], k, run, seg_off, seg_len, key, elab,
+                          ct, dt, marks, mk)
+            n = _scan_marked(key, elab, ct, dt, a, b, k, nb_label[off + 1 - jo], marks[L],
+                             tok, out)
+            rrow[L], rlo[L], rhi[L] = L, 0, n
+            done = True
+    if done:
+        pass
+    elif src >= 0:
         row = rrow[src]
         lo, hi = rlo[src], rhi[src]
         if lab != _WILD and pl[p, F_LABEL, src] == _WILD:
@@ -193,11 +161,14 @@ def _root_fits(a, b, el, p, pl, vlabel, seg_len):  # type: ignore[no-untyped-def
     """The cheap checks of root (a, b) for plan p: end labels, root edge label, degree
     bounds, level-1 symmetry condition (no neighbour array is read)."""
     l0, l1, rl = pl[p, F_LABEL, 0], pl[p, F_LABEL, 1], pl[p, F_MISC, 1]
-    return ((l0 == _WILD or l0 == vlabel[a]) and (l1 == _WILD or l1 == vlabel[b])
-            and (rl == _WILD or rl == el) and seg_len[a] >= pl[p, F_DEGREE, 0]
-            and seg_len[b] >= pl[p, F_DEGREE, 1]
-            and not (pl[p, F_GT, 1] & 1 and b <= a)
-            and not (pl[p, F_LT, 1] & 1 and b >= a))
+    # bitwise, no short-circuit: branch-free, 8x faster over a batch's pairs than `and`
+    ok = (l0 == _WILD) | (l0 == vlabel[a])
+    ok &= (l1 == _WILD) | (l1 == vlabel[b])
+    ok &= (rl == _WILD) | (rl == el)
+    ok &= (seg_len[a] >= pl[p, F_DEGREE, 0]) & (seg_len[b] >= pl[p, F_DEGREE, 1])
+    ok &= ((pl[p, F_GT, 1] & 1) == 0) | (b > a)
+    ok &= ((pl[p, F_LT, 1] & 1) == 0) | (b < a)
+    return ok
 
 
 @nb.njit(cache=True, nogil=True)
@@ -308,7 +279,8 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
 
 @nb.njit(cache=True, nogil=True)
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
-             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, out, out_row, cap):  # type: ignore[no-untyped-def]
+             dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
+             wtok, wst, out, out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
 
     With ``cap`` < 0 only counts; otherwise writes up to ``cap`` tuples (query-vertex
@@ -339,7 +311,14 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     # two independent tail levels: count |valid(last-1)| x |valid(last)| minus overlaps
     pair_tail = (not listing) and last >= 3 and pl[p, F_DEP, last] < last - 1
     memo_d = -1 if listing or pair_tail else _memo_level(p, pl, nb_level, n)
+    # weights pay off when f[d] ranges over a frontier two or more hops from the roots
+    # (d >= 3: a 5-cycle); at d = 2 its values are one root's neighbours, and their scans
+    # cost about what the weights would (a 4-cycle: measured 1.5x slower with them)
+    jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 3 and len(wcnt) else -1
     run = clock
+    # two-hop weights of this run: [token (0: not built), spent scans, their bound (-1),
+    # last token handed out (kept across runs)]
+    wst[0], wst[1], wst[2] = 0, 0, -1
     mlab = pl[p, F_LABEL, last]
     L = 2
     while L >= 2:
@@ -348,12 +327,34 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             h = x & (MEMO_SLOTS - 1)
             if memo[0, h] == run and memo[1, h] == x:
                 c = memo[2, h]
+            elif wst[0] > 0:
+                c = wcnt[x] if wtok[x] == wst[0] else 0
+                for j in range(2):   # the roots among the candidates
+                    if vlabel[f[j]] == mlab and _member(f[j], L, p, k, f, pl, nb_level,
+                                                        nb_label, seg_off, seg_len, key,
+                                                        elab, ct, dt):
+                        c -= 1
+                memo[0, h], memo[1, h], memo[2, h] = run, x, c
             else:
+                if jr >= 0:   # build the weights once this run's scans cost a quarter of that
+                    if wst[2] < 0:
+                        wst[2] = _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key)
+                    wst[1] += seg_len[x]
+                    if 4 * wst[1] > wst[2]:
+                        wst[3] += 1
+                        if wst[3] >= np.int64(np.iinfo(np.int32).max):
+                            wtok[:] = 0
+                            wst[3] = 1
+                        wst[0] = wst[3]
+                        _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key,
+                               elab, ct, dt, wcnt, wtok, wst[0])
+                        continue   # read the weights
                 if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
                     clock += 1
                     stamp[2, L] = clock
                     _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
-                             key, elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                             key, elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run,
+                             marks, mk)
                 c = _count_level(L, 2, p, f, pl, vlabel, raw, rrow, ilo, ihi)
                 memo[0, h], memo[1, h], memo[2, h] = run, x, c
             for j in range(2, L):   # the other bound vertices that may be candidates
@@ -368,7 +369,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             clock += 1
             stamp[2, L] = clock
             _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab,
-                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             pos[L] = ilo[L]
         buf = raw[rrow[L]]
         if L == last:
@@ -393,7 +394,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                 clock += 1
                 stamp[2, last] = clock
                 _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key,
-                         elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                         elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             base = _count_level(last, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
             lab_l, lab_t = pl[p, F_LABEL, L], pl[p, F_LABEL, last]
             if base > 0 and lab_l != _WILD and lab_t != _WILD and lab_l != lab_t:
@@ -472,34 +473,48 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, pl, nb_level, nb_label,
-                seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """Exact match count of every task; tasks are dealt round-robin in ``order``."""
+def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets_nv, pl, nb_level,
+                nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """Exact match count of every task; threads take the next task in ``order`` as they
+    finish one (a shared counter: no thread idles while another has a queue)."""
     ntask = len(t_a)
     counts = np.zeros(ntask, np.int64)
     dummy = np.empty((1, 1), np.int32)
-    for t in nb.prange(nthreads):
+    nxt = np.zeros(1, np.int64)
+    for _ in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
-        for r in range(t, ntask, nthreads):
+        marks, mk = _mark_buffers(sets_nv)
+        wcnt, wtok, wst = _weight_buffers(sets_nv)
+        while True:
+            r = fetch_add(nxt, 0, 1)
+            if r >= ntask:
+                break
             i = order[r]
             c = 0
             for p in range(t_plo[i], t_phi[i]):
                 c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                               seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, stamp, memo, dummy, 0, -1)
+                              rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok,
+                              wst, dummy, 0, -1)
             counts[i] = c
     return counts
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, pl,
-               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
+def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, sets_nv,
+               pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
-    for t in nb.prange(nthreads):
+    nxt = np.zeros(1, np.int64)
+    for _ in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
-        for s in range(t, len(sel), nthreads):
+        marks, mk = _mark_buffers(sets_nv)
+        wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
+        while True:
+            s = fetch_add(nxt, 0, 1)
+            if s >= len(sel):
+                break
             i = sel[s]
             got = 0
             for p in range(t_plo[i], t_phi[i]):
@@ -507,5 +522,5 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
                     break
                 got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
                                 seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                                rlo, rhi, ilo, ihi, ranges, stamp, memo, out, rows_off[s] + got,
-                                caps[s] - got)
+                                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
+                                wtok, wst, out, rows_off[s] + got, caps[s] - got)

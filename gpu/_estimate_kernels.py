@@ -74,6 +74,7 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, s
                nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
                ncand, kids, nkids, kpos, kcnt, draws, walks, wts, ev_v, ev_w, base, dense, t):  # type: ignore[no-untyped-def]
     raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = bufs
+    no_marks, no_mk = np.zeros((M, 0), np.int32), np.zeros((4, M), np.int64)   # plain merges
     ev_n = np.zeros(1, np.int64)
     n = pl[p, F_MISC, 0]
     if n <= 2 or not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
@@ -97,7 +98,7 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, s
             continue
         if nkids[L] < 0:        # first visit: candidates and the walks' split
             _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab,
-                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges)
+                     ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, 0, no_marks, no_mk)
             buf = raw[rrow[L]]
             nv = 0
             for i in range(ilo[L], ihi[L]):

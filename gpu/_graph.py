@@ -16,7 +16,10 @@ are dropped whenever a version is copied.
 
 With ``copy_on_write`` off (an executor that never reads during an update: the CPU)
 insertions go into the current version, which moves only when full, after its dead
-entries are purged in place: no copy per batch and far less garbage.
+entries are purged in place: no copy per batch and far less garbage. A batch's
+insertions are first collected (``_graph_pending``) and merged into each touched version
+once (``_graph_merge``), and loaded versions get 1/4 headroom, so a hub that receives k
+insertions costs O(degree + k), not k shifts of its version.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _graph_kernels as K
+from ._graph_merge import merge_pending, order_pending
+from ._graph_pending import Pending
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
 from ._types import INF_TICK, UpdateBatch
@@ -196,11 +201,12 @@ class HostGraph:
     # -- updates --------------------------------------------------------------
     def apply(self, batch: UpdateBatch) -> OpTable:
         n = len(batch)
-        self.reserve_vertices(K.new_vertex_bound(batch.op, batch.src, batch.dst, self.ids.keys,
-                                                 self.ids.vals, self.ids.used) + 2)
+        self.reserve_vertices(2)   # more when the kernel asks (NEED_VERTS): an edge stream
+        # over known vertices reserves nothing and never looks its ids up twice
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
+        pend = Pending(int(np.count_nonzero(batch.op == 0)) if not self.copy_on_write else 0)
         i, n_out, stuck = 0, 0, -1
         while True:
             i, n_out, code = K.apply_batch(
@@ -208,10 +214,14 @@ class HostGraph:
                 self.ids.keys, self.ids.vals, self.ids.used, self.meta,
                 self.vlabel, self.vext, self.valive, self.vdeg,
                 self.seg_off, self.seg_len, self.seg_cap, self.seg_batch,
-                self.key, self.elab, self.ct, self.dt, *out.arrays())
+                self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays())
             if code == K.DONE:
                 break
-            if code == K.NEED_POOL:
+            if code == K.NEED_MERGE:
+                self._merge(pend)
+            elif code == K.NEED_VERTS:
+                self.reserve_vertices(64)   # the arrays double as they grow
+            elif code == K.NEED_POOL:
                 if i == stuck:   # collected already and still short (one huge version)
                     self._grow(self._POOL, 2 * len(self.key))
                 else:
@@ -219,8 +229,29 @@ class HostGraph:
                 stuck = i
             else:
                 out.grow(n_out + int(self.vdeg.max()) + 16)
+        self._merge(pend)
         self.ids.count = int(self.meta[K.IDCOUNT])
         return out.table(n_out)
+
+    def _merge(self, pend: Pending) -> None:
+        """Put the pending entries of an in-place batch into their versions."""
+        lo, hi = pend.unmerged
+        if lo == hi:
+            return
+        idx = order_pending(pend.owner, lo, hi, self.num_vertices)
+        r, stuck = 0, -1
+        while True:
+            r, code = merge_pending(r, idx, pend.owner, pend.key, pend.elab, pend.ct, pend.dt,
+                                    self.meta, self.seg_off, self.seg_len, self.seg_cap,
+                                    self.seg_batch, self.key, self.elab, self.ct, self.dt)
+            if code == K.DONE:
+                break
+            if r == stuck:
+                self._grow(self._POOL, 2 * len(self.key))
+            else:
+                self._make_room()
+            stuck = r
+        pend.merged()
 
     def load(self, vertex_ids: npt.NDArray[np.int64], vertex_labels: npt.NDArray[np.int32],
              src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
@@ -265,19 +296,23 @@ class HostGraph:
         nbr = np.concatenate([hi, lo])
         key = (self.vlabel[nbr].astype(np.int64) << 32) | nbr
         perm = np.lexsort((key, owner))
-        m = len(perm)
+        deg = np.bincount(owner, minlength=nv).astype(np.int32)
+        # in place, versions get headroom: the first batches insert without moving them
+        cap = deg + (deg >> 2) + 2 if not self.copy_on_write else deg
+        off = np.concatenate(([0], np.cumsum(cap, dtype=np.int64)[:-1]))
+        m = int(cap.sum())
         if m > len(self.key):
             self._alloc_pool(max(3 * m, 4096))   # room for garbage: see _make_room
         self._relayout()
-        self.key[:m] = key[perm]
-        self.elab[:m] = np.concatenate([el, el])[perm]
-        self.ct[:m] = 0
-        self.dt[:m] = INF_TICK
-        deg = np.bincount(owner, minlength=nv).astype(np.int32)
+        pos = np.arange(len(perm)) + np.repeat(off - (np.cumsum(deg) - deg), deg)
+        self.key[pos] = key[perm]
+        self.elab[pos] = np.concatenate([el, el])[perm]
+        self.ct[pos] = 0
+        self.dt[pos] = INF_TICK
         self.vdeg[:nv] = deg
         self.seg_len[:nv] = deg
-        self.seg_cap[:nv] = deg
-        self.seg_off[:nv] = np.concatenate(([0], np.cumsum(deg, dtype=np.int64)[:-1]))
+        self.seg_cap[:nv] = cap
+        self.seg_off[:nv] = off
         self.meta[K.POOL_USED] = m
         self._order, self._packed_end = np.arange(nv, dtype=np.int32), m
         self.meta[K.NEDGES] = len(lo)

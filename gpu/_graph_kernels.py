@@ -12,14 +12,16 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._graph_pending import BASE, COUNT, add_pending, find_pending, pair_of
 from ._idmap import slot_of
 from ._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 
 # meta slots
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
 META_SIZE = 9
-# apply_batch return codes
-DONE, NEED_POOL, NEED_OUT = 0, 1, 2
+# apply_batch return codes (NEED_MERGE: in place, a vertex deletion needs the pending
+# entries in their versions first; NEED_VERTS: no room for two more internal ids)
+DONE, NEED_POOL, NEED_OUT, NEED_MERGE, NEED_VERTS = 0, 1, 2, 3, 4
 
 _INF = INF_TICK
 _WILD = WILDCARD
@@ -92,6 +94,12 @@ def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
         meta[IDCOUNT] += 1
     vals[s] = v
     return np.int32(v)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _room(meta, vlabel, keys):  # type: ignore[no-untyped-def]
+    """Two more internal ids fit: vertex arrays, and the id table stays under half full."""
+    return meta[NV] + 2 <= len(vlabel) and 2 * (meta[IDCOUNT] + 2) <= len(keys)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -180,35 +188,15 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
 
 
 @nb.njit(cache=True, nogil=True)
-def new_vertex_bound(ops, src, dst, keys, vals, used):  # type: ignore[no-untyped-def]
-    """How many internal ids ``apply_batch`` may create: every vertex insertion, and every
-    edge-insertion end unknown now (an upper bound; an edge stream over known vertices
-    reserves nothing, instead of growing the vertex arrays by twice the batch). A vertex
-    deletion makes a known id unknown again: then every insertion end counts."""
-    m = 0
-    for i in range(len(ops)):
-        if ops[i] == _DEL_V:
-            return 2 * len(ops)
-    for i in range(len(ops)):
-        op = ops[i]
-        if op == _INS_V:
-            m += 1
-        elif op == _INS_E:
-            s = slot_of(keys, used, src[i])
-            if used[s] == 0 or vals[s] < 0:
-                m += 1
-            s = slot_of(keys, used, dst[i])
-            if used[s] == 0 or vals[s] < 0:
-                m += 1
-    return m
-
-
-@nb.njit(cache=True, nogil=True)
 def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
                 key, elab, ct, dt,
-                o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason):  # type: ignore[no-untyped-def]
+                o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
+                h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt):  # type: ignore[no-untyped-def]
+    """In place (``meta[IN_PLACE]``) edge insertions go to the pending arrays (see
+    ``_graph_pending``), merged by the caller; copy-on-write inserts into new versions."""
     pool_cap = len(key)
+    in_place = meta[IN_PLACE] != 0
     out_cap = len(o_raw)
     nbrs = np.empty(0, np.int32)
     for i in range(i0, len(ops)):
@@ -246,6 +234,19 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 e = -1
                 if a >= 0 and b >= 0:
                     e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
+                    if e < 0 and in_place:
+                        pj = find_pending(h_key, h_val, pst, p_dt, pair_of(a, b))
+                        if pj >= 0:
+                            t = meta[TICK] + 1
+                            meta[TICK] = t
+                            p_dt[2 * pj] = t
+                            p_dt[2 * pj + 1] = t
+                            vdeg[a] -= 1
+                            vdeg[b] -= 1
+                            meta[NEDGES] -= 1
+                            o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, p_elab[2 * pj], t
+                            n_out += 1
+                            continue
                 if e < 0:
                     o_status[j] = _IGNORED
                     n_out += 1
@@ -254,6 +255,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, elab[e], t
                 n_out += 1
                 continue
+            if (a < 0 or b < 0) and not _room(meta, vlabel, keys):
+                return i, n_out, NEED_VERTS
             if a < 0:
                 a = _new_vertex(x, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
@@ -261,20 +264,26 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 b = _new_vertex(y, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
             kb = make_key(vlabel[b], b)
-            if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0:
+            if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0 or (
+                    in_place and find_pending(h_key, h_val, pst, p_dt, pair_of(a, b)) >= 0):
                 o_status[j] = _IGNORED
                 n_out += 1
                 continue
-            need = (_need(a, meta, seg_len, seg_cap, seg_batch)
-                    + _need(b, meta, seg_len, seg_cap, seg_batch))
-            if meta[POOL_USED] + need > pool_cap:
-                return i, n_out, NEED_POOL
+            if not in_place:   # in place, insertions wait in the pending list
+                need = (_need(a, meta, seg_len, seg_cap, seg_batch)
+                        + _need(b, meta, seg_len, seg_cap, seg_batch))
+                if meta[POOL_USED] + need > pool_cap:
+                    return i, n_out, NEED_POOL
             t = meta[TICK] + 1
             meta[TICK] = t
-            _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
-                          key, elab, ct, dt)
-            _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len, seg_cap,
-                          seg_batch, key, elab, ct, dt)
+            if in_place:
+                add_pending(a, b, make_key(vlabel[a], a), kb, lb, t, h_key, h_val, pst,
+                            p_owner, p_key, p_elab, p_ct, p_dt)
+            else:
+                _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
+                              key, elab, ct, dt)
+                _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len,
+                              seg_cap, seg_batch, key, elab, ct, dt)
             vdeg[a] += 1
             vdeg[b] += 1
             meta[NEDGES] += 1
@@ -297,6 +306,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_reason[j] = _R_RELABEL
                 o_a[j] = a
             else:
+                if not _room(meta, vlabel, keys):
+                    return i, n_out, NEED_VERTS
                 if a >= 0:
                     valive[a] = 0
                 a = _new_vertex(x, lb, keys, vals, used, meta, vlabel, vext, valive, vdeg,
@@ -311,6 +322,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
             o_status[j] = _IGNORED
             n_out += 1
             continue
+        if in_place and pst[COUNT] > pst[BASE]:
+            return i, n_out, NEED_MERGE
         d = vdeg[a]
         if n_out + d + 1 > out_cap:
             return i, n_out, NEED_OUT

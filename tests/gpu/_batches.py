@@ -1,10 +1,21 @@
-"""A fixed batch of match tasks on a generated power-law graph (estimator and cache tests)."""
+"""Shared inputs: a fixed batch of match tasks on a generated power-law graph (estimator and
+cache tests), and raw update streams on which every updater rule fires."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpu import CountMode, Engine, MatchTasks, Query, QuerySpec, UpdateOp, UpdateStatus
+from gpu import (
+    WILDCARD,
+    CountMode,
+    Engine,
+    MatchTasks,
+    Query,
+    QuerySpec,
+    UpdateBatch,
+    UpdateOp,
+    UpdateStatus,
+)
 from gpu._planner import PlanSet
 from streams import GenConfig, generate, iter_chunks
 
@@ -35,3 +46,25 @@ def task_batch(backend: str = "cpu", size: int = 512, queries: list[Query] | Non
 
 def triangle() -> Query:
     return Query.build([(v, None) for v in range(3)], [(0, 1, None), (1, 2, None), (0, 2, None)])
+
+
+def raw_stream(seed: int, n: int, ids: int, hub_every: int = 0,
+               vertex_ops: float | None = None) -> UpdateBatch:
+    """Raw updates over a small id space, so most rules fire often; ``vertex_ops`` is the
+    share of vertex insertions and deletions (default 10%; the device's parallel
+    resolver takes the tiles that have none)."""
+    rng = np.random.default_rng(seed)
+    v = vertex_ops
+    p = [0.62, 0.28, 0.06, 0.04] if v is None else [0.7 * (1 - v), 0.3 * (1 - v), 0.6 * v,
+                                                     0.4 * v]
+    op = rng.choice(4, n, p=p).astype(np.int8)
+    src = rng.integers(0, ids, n).astype(np.int64) * 1_000_003 + (1 << 40)
+    dst = rng.integers(0, ids, n).astype(np.int64) * 1_000_003 + (1 << 40)
+    if hub_every:   # a hub: many edges to one id, deleted as a vertex now and then
+        hub = np.arange(n) % hub_every == 0
+        src[hub] = 1 << 40
+    label = rng.integers(0, 3, n).astype(np.int32)
+    label[rng.random(n) < 0.01] = WILDCARD
+    loops = rng.random(n) < 0.02
+    dst[loops] = src[loops]
+    return UpdateBatch.build(np.arange(n), op, src, dst, label)

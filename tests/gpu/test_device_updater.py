@@ -11,30 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _batches import raw_stream as _stream
 
-from gpu import WILDCARD, HostGraph, UpdateBatch, UpdateOp
+from gpu import HostGraph, UpdateBatch, UpdateOp
 from streams import GenConfig, generate
 
 pytestmark = pytest.mark.gpu
-
-
-def _stream(seed: int, n: int, ids: int, hub_every: int = 0,
-            vertex_ops: float = 0.1) -> UpdateBatch:
-    """Raw updates over a small id space, so most rules fire often; ``vertex_ops`` is the
-    share of vertex insertions and deletions (tiles without any are resolved in parallel)."""
-    rng = np.random.default_rng(seed)
-    v = vertex_ops
-    op = rng.choice(4, n, p=[0.7 * (1 - v), 0.3 * (1 - v), 0.6 * v, 0.4 * v]).astype(np.int8)
-    src = rng.integers(0, ids, n).astype(np.int64) * 1_000_003 + (1 << 40)
-    dst = rng.integers(0, ids, n).astype(np.int64) * 1_000_003 + (1 << 40)
-    if hub_every:   # a hub: many edges to one id, deleted as a vertex now and then
-        hub = np.arange(n) % hub_every == 0
-        src[hub] = 1 << 40
-    label = rng.integers(0, 3, n).astype(np.int32)
-    label[rng.random(n) < 0.01] = WILDCARD
-    loops = rng.random(n) < 0.02
-    dst[loops] = src[loops]
-    return UpdateBatch.build(np.arange(n), op, src, dst, label)
 
 
 def _check(host: HostGraph, dev, host_ops, dev_ops) -> None:  # type: ignore[no-untyped-def]

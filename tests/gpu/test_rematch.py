@@ -19,8 +19,9 @@ def _run(register: bool, hold: bool) -> tuple[Engine, list[BatchResult], list[in
     e.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
     if hold:
         e.hold_versions(1)
-    ids = [e.register(QuerySpec(q, list_matches=True))[0].id for _, q in DS.queries] \
-        if register else []
+    if register:
+        for _, q in DS.queries:
+            e.register(QuerySpec(q, list_matches=True))
     s, out, ticks = DS.stream, [], []
     for i in range(0, len(s), 50):
         sl = slice(i, i + 50)

@@ -1,0 +1,191 @@
+"""Neighbour-set primitives of the CPU kernels: label ranges, visibility, scans and
+intersections, vertex marks and two-hop weights.
+
+A version is sorted by key = (label << 32 | id) and read as of a tick ``k``: an entry
+counts iff ``ct < k <= dt`` and its edge label matches. Marks and weights are per-thread
+arrays indexed by vertex id, valid where their token is current, so nothing is cleared
+between uses.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ._graph_kernels import lower_bound
+from ._planner import F_GT, F_LABEL, F_LT, F_NBCNT, F_NBOFF
+from ._types import MAX_QUERY_VERTICES, WILDCARD
+
+M = MAX_QUERY_VERTICES
+
+_WILD = WILDCARD
+_LOW32 = np.int64(0xFFFFFFFF)
+_ONE32 = np.int64(1) << np.int64(32)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _label_range(key, off, n, lab):  # type: ignore[no-untyped-def]
+    if lab == _WILD:
+        return off, off + n
+    base = np.int64(lab) << np.int64(32)
+    lo = lower_bound(key, off, off + n, base)
+    return lo, lower_bound(key, lo, off + n, base + _ONE32)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
+    return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
+    n = 0
+    for i in range(lo, hi):
+        if _visible(elab, ct, dt, i, k, el):
+            out[n] = key[i]
+            n += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
+    """out[0:n] = src[slo:shi] ∩ visible(key[lo:hi]); out may alias src when slo == 0."""
+    w = 0
+    ns = shi - slo
+    if ns == 0 or hi <= lo:
+        return 0
+    if ns * 16 < hi - lo:
+        p = lo
+        for i in range(slo, shi):
+            x = src[i]
+            p = lower_bound(key, p, hi, x)
+            if p >= hi:
+                break
+            q = p
+            while q < hi and key[q] == x:
+                if _visible(elab, ct, dt, q, k, el):
+                    out[w] = x
+                    w += 1
+                    break
+                q += 1
+        return w
+    i, p = slo, lo
+    while i < shi and p < hi:
+        x, y = src[i], key[p]
+        if x < y:
+            i += 1
+        elif y < x:
+            p += 1
+        else:
+            found = False
+            while p < hi and key[p] == x:
+                if not found and _visible(elab, ct, dt, p, k, el):
+                    found = True
+                p += 1
+            if found:
+                out[w] = x
+                w += 1
+            i += 1
+    return w
+
+
+@nb.njit(cache=True, nogil=True)
+def _marked(L, w, lab, el, k, run, seg_off, seg_len, key, elab, ct, dt, marks, mk):  # type: ignore[no-untyped-def]
+    """Token with which marks[L] flags w's visible neighbours of label ``lab`` in this run;
+    marked only when w (or the run) changed since level L last asked."""
+    if mk[0, L] == w and mk[1, L] == run:
+        return mk[2, L]
+    tok = mk[3, 0] + 1
+    if tok >= np.int64(np.iinfo(np.int32).max):   # tokens wrap: forget every mark
+        marks[:, :] = 0
+        tok = 1
+    mk[3, 0] = tok
+    row = marks[L]
+    a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+    t32 = np.int32(tok)
+    for i in range(a, b):
+        if _visible(elab, ct, dt, i, k, el):
+            row[np.int32(key[i] & _LOW32)] = t32
+    mk[0, L], mk[1, L], mk[2, L] = w, run, tok
+    return tok
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan_marked(key, elab, ct, dt, lo, hi, k, el, row, tok, out):  # type: ignore[no-untyped-def]
+    """out[0:n] = visible key[lo:hi] whose vertex carries mark ``tok`` in ``row``."""
+    n = 0
+    t32 = np.int32(tok)
+    for i in range(lo, hi):
+        if row[np.int32(key[i] & _LOW32)] == t32 and _visible(elab, ct, dt, i, k, el):
+            out[n] = key[i]
+            n += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def _weights_root(p, pl, nb_level, last, d):  # type: ignore[no-untyped-def]
+    """Index (into the last level's lists) of its one root list when it intersects just a
+    root's list and d's, without symmetry masks; else -1 (see ``_weigh``)."""
+    off = pl[p, F_NBOFF, last]
+    if pl[p, F_NBCNT, last] != 2 or pl[p, F_GT, last] | pl[p, F_LT, last]:
+        return -1
+    for j in range(2):
+        if nb_level[off + j] <= 1 and nb_level[off + 1 - j] == d:
+            return j
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
+def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, ct, dt, wcnt,
+           wtok, tok):  # type: ignore[no-untyped-def]
+    """Two-hop weights of a run: wcnt[x] (valid where wtok[x] == tok) = |N(root) ∩ N(x)|
+    in level L's label, for every x of d's label, by walking N(root) then each
+    neighbour's list once. A memoised last level (``_memo_level``) then costs O(1) per
+    new f[d] instead of one scan of N(f[d]): built once a run's scans outgrow it."""
+    off = pl[p, F_NBOFF, L]
+    d = nb_level[off + 1 - jr]
+    lab, lab_d = pl[p, F_LABEL, L], pl[p, F_LABEL, d]
+    el_r, el_d = nb_label[off + jr], nb_label[off + 1 - jr]
+    r = f[nb_level[off + jr]]
+    a, b = _label_range(key, seg_off[r], seg_len[r], lab)
+    t32 = np.int32(tok)
+    for i in range(a, b):
+        if not _visible(elab, ct, dt, i, k, el_r):
+            continue
+        y = np.int32(key[i] & _LOW32)
+        ya, yb = _label_range(key, seg_off[y], seg_len[y], lab_d)
+        for e in range(ya, yb):
+            if _visible(elab, ct, dt, e, k, el_d):
+                x = np.int32(key[e] & _LOW32)
+                if wtok[x] == t32:
+                    wcnt[x] += 1
+                else:
+                    wtok[x] = t32
+                    wcnt[x] = 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key):  # type: ignore[no-untyped-def]
+    """An upper bound of ``_weigh``'s entry reads (lengths of the root's neighbours)."""
+    off = pl[p, F_NBOFF, L]
+    r = f[nb_level[off + jr]]
+    a, b = _label_range(key, seg_off[r], seg_len[r], pl[p, F_LABEL, L])
+    c = np.int64(0)
+    for i in range(a, b):
+        c += seg_len[np.int32(key[i] & _LOW32)]
+    return c
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _mark_buffers(nv):  # type: ignore[no-untyped-def]
+    """Per-thread vertex marks, one row per level (rows no plan marks are never touched),
+    and their state: owner, run, token per level; [3, 0] the last token."""
+    mk = np.full((4, M), -1, np.int64)
+    mk[3, 0] = 0
+    return np.zeros((M, nv), np.int32), mk
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _weight_buffers(nv):  # type: ignore[no-untyped-def]
+    """Per-thread two-hop weights (``_weigh``): counts, tokens, state (see run_plan)."""
+    return np.zeros(nv, np.int32), np.zeros(nv, np.int32), np.zeros(4, np.int64)

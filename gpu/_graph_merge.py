@@ -1,0 +1,153 @@
+"""Merging a batch's pending entries into their versions (in place; see ``_graph_pending``).
+
+Each touched vertex is done once: its pending entries sorted by key (stable, so equal
+keys keep creation order), room made as a sequential insertion would (purge the dead
+entries in place when full, else a new version of capacity 2 x cap + 2, repeated), then
+one merge: from the back into the reserved capacity, or forward into the new version.
+Resumable per vertex when the pool is full (the caller collects or grows it; pending
+entries live outside the pool).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ._graph_kernels import BATCH, DONE, GARBAGE, NEED_POOL, POOL_USED, WATERMARK, _copy_live
+
+
+@nb.njit(cache=True, nogil=True)
+def order_pending(p_owner, lo, hi, nv):  # type: ignore[no-untyped-def]
+    """Pending entries lo..hi grouped by owner, entry order kept within a group: a
+    counting sort when the batch is large against the vertex count, else a merge sort."""
+    n = hi - lo
+    if 4 * n < nv:
+        return lo + np.argsort(p_owner[lo:hi], kind="mergesort")
+    cnt = np.zeros(nv + 1, np.int64)
+    for i in range(lo, hi):
+        cnt[p_owner[i] + 1] += 1
+    for v in range(nv):
+        cnt[v + 1] += cnt[v]
+    out = np.empty(n, np.int64)
+    for i in range(lo, hi):
+        v = p_owner[i]
+        out[cnt[v]] = i
+        cnt[v] += 1
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _sort_group(idx, g0, g1, p_key):  # type: ignore[no-untyped-def]
+    """idx[g0:g1] by key, stable."""
+    if g1 - g0 > 32:
+        sub = idx[g0:g1].copy()
+        order = np.argsort(p_key[sub], kind="mergesort")
+        for r in range(g1 - g0):
+            idx[g0 + r] = sub[order[r]]
+        return
+    for r in range(g0 + 1, g1):
+        x = idx[r]
+        kx = p_key[x]
+        s = r
+        while s > g0 and p_key[idx[s - 1]] > kx:
+            idx[s] = idx[s - 1]
+            s -= 1
+        idx[s] = x
+
+
+@nb.njit(cache=True, nogil=True)
+def _live(off, n, wm, dt):  # type: ignore[no-untyped-def]
+    """Entries of off..off+n a reader can still see (dt > watermark)."""
+    m = 0
+    for i in range(off, off + n):
+        m += dt[i] > wm
+    return m
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge_back(v, idx, g0, g1, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key, elab, ct,
+                dt):  # type: ignore[no-untyped-def]
+    """Merge pending idx[g0:g1] into v's version from the back (the capacity has room)."""
+    off = seg_off[v]
+    n = np.int64(seg_len[v])
+    i = off + n - 1
+    w = off + n + (g1 - g0) - 1
+    j = g1 - 1
+    while j >= g0:
+        x = idx[j]
+        if i >= off and key[i] > p_key[x]:
+            key[w], elab[w], ct[w], dt[w] = key[i], elab[i], ct[i], dt[i]
+            i -= 1
+        else:
+            key[w], elab[w], ct[w], dt[w] = p_key[x], p_elab[x], p_ct[x], p_dt[x]
+            j -= 1
+        w -= 1
+    seg_len[v] = n + (g1 - g0)
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge_into_new(v, cap, idx, g0, g1, p_key, p_elab, p_ct, p_dt, meta, seg_off, seg_len,
+                    seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """A new version of capacity ``cap`` at the pool's end: v's entries a reader can still
+    see, merged forward with pending idx[g0:g1] (one pass, no copy then merge)."""
+    w0 = meta[POOL_USED]
+    wm = meta[WATERMARK]
+    i, end = seg_off[v], seg_off[v] + seg_len[v]
+    w = w0
+    for j in range(g0, g1):
+        x = idx[j]
+        kx = p_key[x]
+        while i < end and key[i] <= kx:
+            if dt[i] > wm:
+                key[w], elab[w], ct[w], dt[w] = key[i], elab[i], ct[i], dt[i]
+                w += 1
+            i += 1
+        key[w], elab[w], ct[w], dt[w] = kx, p_elab[x], p_ct[x], p_dt[x]
+        w += 1
+    while i < end:
+        if dt[i] > wm:
+            key[w], elab[w], ct[w], dt[w] = key[i], elab[i], ct[i], dt[i]
+            w += 1
+        i += 1
+    meta[GARBAGE] += seg_cap[v]
+    meta[POOL_USED] = w0 + cap
+    seg_off[v] = w0
+    seg_len[v] = w - w0
+    seg_cap[v] = cap
+    seg_batch[v] = meta[BATCH]
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, seg_len,
+                  seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """Merge the groups of ``idx`` (from ``order_pending``) from position r0 on; returns
+    (position to resume from, DONE or NEED_POOL)."""
+    n_idx = len(idx)
+    r = r0
+    while r < n_idx:
+        v = p_owner[idx[r]]
+        g1 = r + 1
+        while g1 < n_idx and p_owner[idx[g1]] == v:
+            g1 += 1
+        k = g1 - r
+        _sort_group(idx, r, g1, p_key)
+        n = np.int64(seg_len[v])
+        off = seg_off[v]
+        if n + k > seg_cap[v]:   # full: purging the dead entries may make room
+            n = _live(off, n, meta[WATERMARK], dt)
+            if n + k <= seg_cap[v]:
+                seg_len[v] = _copy_live(off, seg_len[v], off, meta[WATERMARK], key, elab, ct,
+                                        dt)
+        if n + k > seg_cap[v]:
+            cap = 2 * np.int64(seg_cap[v]) + 2
+            while cap < n + k:
+                cap = 2 * cap + 2
+            if meta[POOL_USED] + cap > len(key):
+                return r, NEED_POOL
+            _merge_into_new(v, cap, idx, r, g1, p_key, p_elab, p_ct, p_dt, meta, seg_off,
+                            seg_len, seg_cap, seg_batch, key, elab, ct, dt)
+        else:
+            _merge_back(v, idx, r, g1, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key,
+                        elab, ct, dt)
+        r = g1
+    return r, DONE

@@ -1,0 +1,87 @@
+"""The host graph's two version modes resolve every stream identically.
+
+In place (the CPU) a batch's insertions are merged into their versions once per batch;
+copy-on-write (the GPU) inserts each into a new version. On raw streams where every rule
+fires (duplicates, missing deletes, re-inserts within a batch, relabels, hub vertex
+deletions between insertions), every primitive update must be equal, and so must every
+vertex's version as a reader after the watermark sees it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _batches import raw_stream
+
+from gpu import HostGraph, UpdateBatch
+from gpu._device_updater import host_versions
+from streams import GenConfig, generate
+
+
+def _graph(copy_on_write: bool, initial, vcap: int, pcap: int) -> HostGraph:  # type: ignore[no-untyped-def]
+    g = HostGraph(vertex_capacity=vcap, pool_capacity=pcap)
+    g.copy_on_write = copy_on_write
+    if initial is not None:
+        g.load(initial.vertex_ids, initial.vertex_labels, initial.src, initial.dst,
+               initial.label)
+    return g
+
+
+def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
+         pcap: int = 4096, lag: int = 1) -> None:
+    cow, inp = _graph(True, initial, vcap, pcap), _graph(False, initial, vcap, pcap)
+    ticks = [0]
+    i = k = 0
+    while i < len(stream):
+        b = sizes[k % len(sizes)]
+        k += 1
+        w = ticks[max(0, len(ticks) - lag)]
+        cow.set_watermark(w)
+        inp.set_watermark(w)
+        chunk = stream.slice(i, i + b)
+        a_ops, b_ops = cow.apply(chunk), inp.apply(chunk)
+        for name in ("raw", "op", "a", "b", "src", "dst", "label", "tick", "status", "reason"):
+            x, y = getattr(a_ops, name), getattr(b_ops, name)
+            assert np.array_equal(x, y), f"{name} differs at {np.flatnonzero(x != y)[:5]}"
+        nv = cow.num_vertices
+        assert (nv, cow.tick, cow.num_edges) == (inp.num_vertices, inp.tick, inp.num_edges)
+        for name in ("vlabel", "vdeg", "valive", "vext"):
+            assert np.array_equal(getattr(cow, name)[:nv], getattr(inp, name)[:nv]), name
+        hv, iv = host_versions(cow), host_versions(inp)
+        bad = [v for v in range(nv) if not np.array_equal(hv[v], iv[v])]
+        assert not bad, f"versions differ for internal ids {bad[:5]}"
+        ticks.append(cow.tick)
+        i += b
+        if k % 7 == 0:   # a collection between batches, as the engine may run one
+            inp.compact()
+
+
+@pytest.mark.parametrize("b", [1, 7, 64, 4096])
+def test_in_place_equals_copy_on_write(b: int) -> None:
+    _run(None, raw_stream(seed=b, n=3000, ids=60, hub_every=5), [b])
+
+
+@pytest.mark.parametrize("b", [7, 64, 4096])
+def test_in_place_edge_batches_equal_copy_on_write(b: int) -> None:
+    """Edge updates only: the same pairs inserted, deleted and re-inserted many times
+    within one batch (the pair table and pending list, no merge before a vertex op)."""
+    s = raw_stream(seed=b + 1, n=6000, ids=40)
+    edges = np.flatnonzero(s.op <= 1)
+    s = UpdateBatch.build(np.arange(len(edges)), s.op[edges], s.src[edges], s.dst[edges],
+                          s.label[edges])
+    _run(None, s, [b])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_in_place_on_a_loaded_power_law_graph(seed: int) -> None:
+    ds = generate(GenConfig(vertices=2000, edges=12000, labels=4, queries=1,
+                            insert_ratio=0.3, delete_ratio=0.1, seed=seed))
+    stream = UpdateBatch.concat([ds.stream, raw_stream(seed, 4000, ids=400, hub_every=7)])
+    rng = np.random.default_rng(seed)
+    _run(ds.initial, stream, [int(x) for x in rng.integers(1, 4097, 16)], lag=3)
+
+
+def test_in_place_from_tiny_capacities() -> None:
+    # the pool fills during the merge (resumed after a collection or growth)
+    _run(None, raw_stream(seed=5, n=6000, ids=300, hub_every=3), [1, 2500, 31, 4096],
+         vcap=16, pcap=16, lag=2)
