@@ -3,6 +3,8 @@ cache tests), and raw update streams on which every updater rule fires."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 
 from gpu import (
@@ -68,3 +70,18 @@ def raw_stream(seed: int, n: int, ids: int, hub_every: int = 0,
     loops = rng.random(n) < 0.02
     dst[loops] = src[loops]
     return UpdateBatch.build(np.arange(n), op, src, dst, label)
+
+
+def lagged_batches(stream: UpdateBatch, sizes: list[int], lag: int,
+                   tick: Callable[[], int]) -> Iterator[tuple[UpdateBatch, int]]:
+    """Chunks of ``stream`` with sizes cycling through ``sizes``, each with the watermark a
+    pipeline ``lag`` batches deep would set before it (the tick the oldest batch still
+    matching started from); ``tick()`` reads the graph's tick after the previous chunk."""
+    ticks = [0]
+    i = k = 0
+    while i < len(stream):
+        b = sizes[k % len(sizes)]
+        k += 1
+        yield stream.slice(i, i + b), ticks[max(0, len(ticks) - lag)]
+        ticks.append(tick())
+        i += b

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _batches import lagged_batches
 from _batches import raw_stream as _stream
 
 from gpu import HostGraph, UpdateBatch, UpdateOp
@@ -47,19 +48,10 @@ def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  #
         g = initial
         host.load(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
         dev.load(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
-    ticks: list[int] = [0]
-    i = k = 0
-    while i < len(stream):
-        b = sizes[k % len(sizes)]
-        k += 1
-        # as if the batch `lag` batches ago were the last one still matching
-        w = ticks[max(0, len(ticks) - lag)]
+    for chunk, w in lagged_batches(stream, sizes, lag, lambda: host.tick):
         host.set_watermark(w)
         dev.set_watermark(w)
-        chunk = stream.slice(i, i + b)
         _check(host, dev, host.apply(chunk), dev.apply(chunk))
-        ticks.append(host.tick)
-        i += b
 
 
 @pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "one-warp"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _batches import raw_stream
+from _batches import lagged_batches, raw_stream
 
 from gpu import HostGraph, UpdateBatch
 from gpu._device_updater import host_versions
@@ -30,15 +30,9 @@ def _graph(copy_on_write: bool, initial, vcap: int, pcap: int) -> HostGraph:  # 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
          pcap: int = 4096, lag: int = 1) -> None:
     cow, inp = _graph(True, initial, vcap, pcap), _graph(False, initial, vcap, pcap)
-    ticks = [0]
-    i = k = 0
-    while i < len(stream):
-        b = sizes[k % len(sizes)]
-        k += 1
-        w = ticks[max(0, len(ticks) - lag)]
+    for k, (chunk, w) in enumerate(lagged_batches(stream, sizes, lag, lambda: cow.tick), 1):
         cow.set_watermark(w)
         inp.set_watermark(w)
-        chunk = stream.slice(i, i + b)
         a_ops, b_ops = cow.apply(chunk), inp.apply(chunk)
         for name in ("raw", "op", "a", "b", "src", "dst", "label", "tick", "status", "reason"):
             x, y = getattr(a_ops, name), getattr(b_ops, name)
@@ -50,8 +44,6 @@ def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  #
         hv, iv = host_versions(cow), host_versions(inp)
         bad = [v for v in range(nv) if not np.array_equal(hv[v], iv[v])]
         assert not bad, f"versions differ for internal ids {bad[:5]}"
-        ticks.append(cow.tick)
-        i += b
         if k % 7 == 0:   # a collection between batches, as the engine may run one
             inp.compact()
 
