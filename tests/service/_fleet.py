@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -71,15 +70,6 @@ def fleet_env(bootstrap: str, prefix: str, partitions: int) -> dict[str, str]:
             "CSM_KAFKA_CONSUMER_GROUP": f"{prefix}.runtime", "PYTHONPATH": str(ROOT),
             "CSM_MATCHES_PARTITIONS": str(partitions), "CSM_GROUP_SESSION_TIMEOUT_MS": "3000",
             "CSM_MAX_POLL_RECORDS": "5"}
-
-
-def wait_until(cond: object, what: str, timeout: float = 120.0) -> None:
-    """Poll ``cond()`` until true (a condition, never a fixed wait)."""
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def assignment(instances: list[Instance]) -> dict[str, int]:

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 from _serve import ROOT, Service, serve_env
 from _support import expected_from_items, published, query_doc, update_docs
+from _wait import wait_until
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from service.client import ApiError, CsmClient
@@ -41,10 +41,12 @@ def services() -> Iterator[list[Service]]:
         s.kill(broker_too=True)
 
 
-def _wait_processed(c: CsmClient, offset: int) -> None:
-    """Poll the graph's log offset (a condition): the runtime has committed ``offset``."""
-    while c.graph()["offset"] <= offset:
-        time.sleep(0.01)
+def _wait_processed(c: CsmClient, offset: int, svc: Service) -> None:
+    """Until the runtime has committed ``offset`` (a refused connection, once the service
+    died at a crash point, reaches the caller)."""
+    assert svc.p is not None
+    wait_until(lambda: c.graph()["offset"] > offset, f"offset {offset} processed", svc.p,
+               every=0.01)
 
 
 @pytest.mark.parametrize("broker_too", [False, True], ids=["service", "machine"])
@@ -97,7 +99,7 @@ def test_kill_9_at_every_point_loses_and_repeats_nothing(services: list[Service]
                 assert off == nxt
                 items.append((off, item))
                 i += 1
-                _wait_processed(c, off)
+                _wait_processed(c, off, svc)
             except (httpx.TransportError, ApiError):
                 restart()
                 end = _log_end(svc.bootstrap())
@@ -109,7 +111,7 @@ def test_kill_9_at_every_point_loses_and_repeats_nothing(services: list[Service]
         assert not crashes and kills == len(POINTS)
         svc.kill(broker_too)                 # and once more after the last record
         svc.start()
-        _wait_processed(c, items[-1][0])
+        _wait_processed(c, items[-1][0], svc)
         assert c.graph()["offset"] == items[-1][0] + 1
         assert sorted(q["id"] for q in c.queries()) == [o for o, x in items
                                                       if isinstance(x, Register)]
@@ -206,10 +208,11 @@ def test_broker_processes_killed_under_a_running_service_come_back(services: lis
         old = svc.broker_pids()
         for pid in old:
             os.kill(pid, signal.SIGKILL)
-        while set(svc.broker_pids()) & set(old) or len(svc.broker_pids()) != 2:
-            time.sleep(0.05)   # until broker.json names the new pair
+        assert svc.p is not None
+        wait_until(lambda: not set(svc.broker_pids()) & set(old)
+                   and len(svc.broker_pids()) == 2, "broker.json to name the new pair", svc.p)
         second = c.post_updates([{"op": "insert", "src": 2, "dst": 3}])
-        _wait_processed(c, second["first_seq"] // SEQ_STRIDE)
+        _wait_processed(c, second["first_seq"] // SEQ_STRIDE, svc)
         assert second["first_seq"] // SEQ_STRIDE == first["first_seq"] // SEQ_STRIDE + 1
         assert [x["id"] for x in c.queries()] == [q["id"]]
         assert c.graph()["edges"] == 2

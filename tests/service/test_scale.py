@@ -4,14 +4,16 @@ instance, and the matches topic is what a single instance would have published."
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from _fleet import Instance, assignment, fleet_env, wait_until
+from _fleet import Instance, assignment, fleet_env
 from _support import expected_from_log, produce, published, query_doc, update_docs
+from _wait import wait_until
 
 from service.client import CsmClient, read_topic
 from streams import GenConfig, generate
@@ -20,6 +22,12 @@ from streams.formats import csm
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 P = 6
+
+
+def _proc(i: Instance) -> subprocess.Popen[bytes]:
+    """The instance's process (the wait blocks on it between polls)."""
+    assert i.p is not None
+    return i.p
 
 
 def _start(fleet: list[Instance], tmp: Path, seed: int) -> Any:
@@ -62,7 +70,7 @@ def test_three_instances_publish_what_one_would(broker: EmbeddedBroker,
         for k, idx in enumerate(parts[:10]):   # likely before the group has settled:
             clients[k % 3].post_updates([docs[j] for j in idx])   # taken over by catch-up
         wait_until(lambda: sorted(assignment(fleet).values()) == [2, 2, 2],
-                   "every instance to own two of the six shards")
+                   "every instance to own two of the six shards", _proc(fleet[0]))
         for k, idx in enumerate(parts[10:]):   # published live by their owners
             clients[k % 3].post_updates([docs[j] for j in idx])
         want = expected_from_log(broker.bootstrap, f"{p}.updates")
@@ -123,7 +131,8 @@ def test_kill_join_and_leave_move_shards_exactly_once(broker: EmbeddedBroker,
     live = fleet[:3]
     try:
         ds = _start(live, tmp_path, seed=23)
-        wait_until(lambda: sorted(assignment(live).values()) == [2, 2, 2], "three owners")
+        wait_until(lambda: sorted(assignment(live).values()) == [2, 2, 2], "three owners",
+                   _proc(live[0]))
         docs = update_docs(ds.stream)
         parts = _split(len(docs), 40)
 
@@ -133,7 +142,8 @@ def test_kill_join_and_leave_move_shards_exactly_once(broker: EmbeddedBroker,
                     c.post_updates([docs[j] for j in idx])
 
         def check(shares: list[int], what: str) -> None:
-            wait_until(lambda: sorted(assignment(live).values()) == shares, what)
+            wait_until(lambda: sorted(assignment(live).values()) == shares, what,
+                       _proc(live[0]))
             want = expected_from_log(broker.bootstrap, f"{p}.updates")
             got = published(broker.bootstrap, f"{p}.matches", len(want), timeout=120)
             assert len(got) == len(want), what
