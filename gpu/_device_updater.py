@@ -24,7 +24,7 @@ import numpy.typing as npt
 from . import _graph_kernels as K
 from ._cuda import cupy_or_raise, kernel
 from ._device_graph import SEG_BITS, mapped_zeros
-from ._graph import HostGraph, LoadStats, OpTable
+from ._graph import HostGraph, LoadStats, OpTable, visible_edges
 from ._idmap import IdMap, slot_of
 from ._types import UpdateBatch, UpdateOp
 from .exceptions import BackendError
@@ -465,20 +465,11 @@ class DeviceGraphView:
 
     def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
                                    npt.NDArray[np.int32]]:
-        """Directed (a, b, label) for every alive edge, both orientations."""
-        from ._graph import ranges
-
-        nv = self.num_vertices
-        st = self.store
-        off, ln = st.off[:nv].get(), st.len[:nv].get().astype(np.int64)
-        owner = np.repeat(np.arange(nv, dtype=np.int32), ln)
-        idx = ranges(off, ln)
-        dt = st.dt[idx].get() if len(idx) else np.zeros(0, np.int64)
-        alive = dt == np.iinfo(np.int64).max
-        idx = idx[alive]
-        keys = st.key[idx].get() if len(idx) else np.zeros(0, np.int64)
-        labs = st.elab[idx].get() if len(idx) else np.zeros(0, np.int32)
-        return owner[alive], (keys & 0xFFFFFFFF).astype(np.int32), labs
+        """Directed (a, b, label) for every alive edge, both orientations (one read-back
+        per column; registration and checks only)."""
+        nv, used, st = self.num_vertices, self.pool_used, self.store
+        cols = [getattr(st, c)[:used].get() for c in ("key", "elab", "ct", "dt")]
+        return visible_edges(st.off[:nv].get(), st.len[:nv].get(), *cols)
 
     def endpoint_facts(self, ids: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.int32],
                                                                  npt.NDArray[np.int32]]:

@@ -367,15 +367,24 @@ class HostGraph:
         """Directed (a, b, label) for every alive edge, both orientations: now, or as a
         reader of tick ``at`` sees them (``ct < at <= dt``; versions must be held)."""
         n = self.num_vertices
-        lens = self.seg_len[:n].astype(np.int64)
-        owner = np.repeat(np.arange(n, dtype=np.int32), lens)
-        idx = ranges(self.seg_off[:n], lens)
-        if at is None:
-            alive = self.dt[idx] == INF_TICK
-        else:
-            alive = (self.ct[idx] < at) & (self.dt[idx] >= at)
-        idx = idx[alive]
-        return owner[alive], (self.key[idx] & 0xFFFFFFFF).astype(np.int32), self.elab[idx]
+        return visible_edges(self.seg_off[:n], self.seg_len[:n], self.key, self.elab, self.ct,
+                             self.dt, at)
+
+
+def visible_edges(off: npt.NDArray[np.int64], ln: npt.NDArray[np.int32],
+                  key: npt.NDArray[np.int64], elab: npt.NDArray[np.int32],
+                  ct: npt.NDArray[np.int64], dt: npt.NDArray[np.int64],
+                  at: int | None = None) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
+                                                  npt.NDArray[np.int32]]:
+    """(owner, neighbour, label) of every entry of the current versions ``[off, off +
+    ln)`` that is alive (``at`` None) or visible to a reader of tick ``at``; the host
+    graph and the device graph's view share it."""
+    lens = ln.astype(np.int64)
+    owner = np.repeat(np.arange(len(off), dtype=np.int32), lens)
+    idx = ranges(off, lens)
+    alive = dt[idx] == INF_TICK if at is None else (ct[idx] < at) & (dt[idx] >= at)
+    idx = idx[alive]
+    return owner[alive], (key[idx] & 0xFFFFFFFF).astype(np.int32), elab[idx]
 
 
 def ranges(off: npt.NDArray[np.int64], ln: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
