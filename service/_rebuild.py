@@ -9,7 +9,6 @@ from it exactly as from the live window, and the side engine is dropped.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from aiokafka import TopicPartition
 
-from gpu import BatchResult, Engine, RegisteredQuery
-from streams.codec import LoadPart, QueryDoc, Register, Unregister, Updates, decode
+from gpu import BatchResult, Engine
+from streams.codec import LoadPart, Register, Unregister, Updates, decode
 from streams.exceptions import DecodeError
 from streams.kafka import kafka_errors, make_consumer
 
 from ._consume import start_run
 from ._control import Controls
 from ._publish import Publisher
+from ._recovery import load_snapshot
 from ._types import Chunk, RegisteredDoc
 from ._window import PastRun, Window
 from .exceptions import StateCorrupt
@@ -57,12 +57,7 @@ async def rebuild(rt: Runtime, start: int, here: int) -> Rebuilt:
     offset = 0
     snap = await rt.snaps.latest()
     if snap is not None and snap.offset <= start:
-        await asyncio.to_thread(engine.restore_graph, snap.graph)
-        for q in snap.queries:
-            doc = QueryDoc.model_validate(q["doc"])   # registered before the gap
-            reg = RegisteredQuery(id=q["id"], spec=doc.to_spec(), automorphisms=0,
-                                  plan_count=0)
-            queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
+        await load_snapshot(engine, snap, queries)   # queries registered before the gap
         offset = snap.offset
     window.reset(offset)
     tp = TopicPartition(rt.cfg.updates_topic, 0)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpu import RegisteredQuery
+from gpu import Engine, RegisteredQuery
 from streams.codec import QueryDoc
 from streams.kafka import kafka_errors, last_records
 
@@ -27,7 +27,7 @@ from .snapshot import Snapshot
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["recover", "take_snapshot"]
+__all__ = ["load_snapshot", "recover", "take_snapshot"]
 
 log = logging.getLogger("csm.runtime")
 
@@ -95,18 +95,25 @@ async def _restore(rt: Runtime, committed: int) -> int:
             f"snapshot at update-log offset {snap.offset} is ahead of the committed "
             f"offset {committed} of {rt.cfg.updates_topic}: the log is not the one "
             "the snapshot was taken from; nothing was changed")
-    await asyncio.to_thread(rt.engine.restore_graph, snap.graph)
-    for q in snap.queries:
-        doc = QueryDoc.model_validate(q["doc"])
-        reg = RegisteredQuery(id=q["id"], spec=doc.to_spec(), automorphisms=0,
-                              plan_count=0)
-        rt.queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
+    await load_snapshot(rt.engine, snap, rt.queries)
     rt.pub.published = dict(snap.published)
     rt.next_offset = snap.offset
     log.info("restored the snapshot at offset %d: %d vertices, %d edges, %d queries",
              snap.offset, rt.engine.graph.num_vertices, rt.engine.graph.num_edges,
              len(snap.queries))
     return snap.offset
+
+
+async def load_snapshot(engine: Engine, snap: Snapshot,
+                        queries: dict[int, RegisteredDoc]) -> None:
+    """Put ``snap``'s graph into ``engine`` (empty) and its queries into ``queries``, as
+    they stood before the snapshot's offset (registered in the engine after the replay)."""
+    await asyncio.to_thread(engine.restore_graph, snap.graph)
+    for q in snap.queries:
+        doc = QueryDoc.model_validate(q["doc"])
+        reg = RegisteredQuery(id=q["id"], spec=doc.to_spec(), automorphisms=0,
+                              plan_count=0)
+        queries[q["id"]] = RegisteredDoc(reg, doc, q["seq"])
 
 
 def take_snapshot(rt: Runtime) -> Snapshot:
