@@ -1,8 +1,8 @@
 """GPU executor benchmarks (issue: DCSM runtime). Writes docs/benchmarks.md (section "GPU
 executor") and, with --plots DIR, the two PNG curves.
 
-    python bench/gpu_bench.py [--yeast DIR] [--sections yeast,batch,breakdown,updater,latency]
-                              [--plots docs]
+    python bench/gpu_bench.py [--yeast DIR] [--enron DIR] [--plots docs]
+        [--sections yeast,batch,breakdown,updater,pipeline,enron,latency]
 
 * yeast: the 20 Yeast insertion and deletion runs (embeddings), each query on a fresh
   engine, whole stream per run, GPU against the CPU executor on the same machine and
@@ -11,6 +11,9 @@ executor") and, with --plots DIR, the two PNG curves.
   (45% of the edges inserted, 5% deleted);
 * breakdown: where one batch's time goes on the host-updater path, phase by phase;
 * updater: the device graph updater against the host updater, per batch size;
+* pipeline: where one batch's time goes on the device pipeline (host submit, device step,
+  host result);
+* enron: the Enron reference set per query and scenario against RapidFlow;
 * latency: response time (arrival to delta ready) against the update rate, with
   exponential inter-arrival times, batches closed at b updates or after t seconds.
 """
@@ -46,6 +49,7 @@ RAPIDFLOW_INSERT_SECONDS = 0.75
 BACKEND = os.environ.get("CSM_BENCH_BACKEND", "gpu")  # "cpu" only to smoke-test this script
 BEGIN, END = "<!-- gpu-bench:begin -->", "<!-- gpu-bench:end -->"
 PIPE_BEGIN, PIPE_END = "<!-- gpu-pipeline:begin -->", "<!-- gpu-pipeline:end -->"
+DEV_BEGIN, DEV_END = "<!-- gpu-device-pipeline:begin -->", "<!-- gpu-device-pipeline:end -->"
 
 
 def _device() -> str:
@@ -231,6 +235,83 @@ def updater(edges: int, window: int) -> list[str]:
     return rows
 
 
+def pipeline(edges: int, window: int) -> list[str]:
+    """Where one batch's time goes on the device pipeline (gpu/_pipeline.py), one batch at
+    a time: the host's submit (id map, control block, one graph launch), the device's
+    time for the whole step (resolve, units, matching, collection), and the host's
+    result (reading the control block, building the BatchResult)."""
+    cfg, ds = _big_dataset(edges)
+    qs = [q for _, q in ds.queries]
+    stream = ds.stream.slice(0, window)
+    rows = ["The stream and queries of the breakdown above, device-owned graph through the "
+            "device pipeline (`ExecutorOptions(device_graph=True)`, count mode); one batch "
+            "at a time; microseconds per batch, median over the batches.", "",
+            "| b | host: submit | device: resolve + units + match + collect | host: result | "
+            "total (wall) | updates/s one at a time |", "|---|---|---|---|---|---|"]
+    for b in (1, 8, 64, 512, 4096):
+        eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS, True)
+        pipe = eng.executor._pipeline  # type: ignore[attr-defined]
+        chunks = list(iter_chunks(stream, b))[: max(30, 8000 // b)]
+        eng.apply(chunks[0])   # configure and capture outside the timing
+        phases = []
+        for chunk in chunks[1:]:
+            e0 = pipe.stream.record()
+            t0 = time.perf_counter()
+            p = eng.submit(chunk)
+            t1 = time.perf_counter()
+            p.ticket.event.synchronize()
+            t2 = time.perf_counter()
+            p.result()
+            t3 = time.perf_counter()
+            import cupy
+            dev = cupy.cuda.get_elapsed_time(e0, p.ticket.event) / 1e3
+            phases.append((t1 - t0, dev, t3 - t2, t3 - t0))
+        med = np.median(np.array(phases), axis=0) * 1e6
+        rows.append(f"| {b} | " + " | ".join(f"{x:,.0f}" for x in med)
+                    + f" | {b / med[3] * 1e6:,.0f} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def enron(d: Path, repeat: int) -> list[str]:
+    """The Enron reference set per query (issue 20's workload) on the device pipeline:
+    the whole stream as one batch and b=64, against RapidFlow's per-query seconds."""
+    import csv
+
+    ref = {}
+    with (d / "rapidflow_reference.csv").open() as fh:
+        for r in csv.DictReader(fh):
+            ref[int(r["query"]), r["scenario"]] = float(r["rapidflow_seconds"])
+    scen = (("insert", "initial_graph.graph", "insertion_graph.graph"),
+            ("delete", "data_graph.graph", "deletion_graph.graph"))
+    data = {s: (read_graph(d / g), read_stream(d / u)) for s, g, u in scen}
+    rows = ["Device-owned graph and the device pipeline, embeddings mode, each query on a "
+            f"fresh engine, minimum of {repeat} runs; RapidFlow's seconds from "
+            "`rapidflow_reference.csv` (single-threaded, 2-core machine).", "",
+            "| query | scenario | matches (+/-) | ours, one batch (s) | ours, b=64 (s) | "
+            "RapidFlow (s) | ratio, one batch | ratio, b=64 |", "|---|---|---|---|---|---|---|---|"]
+    tot: dict[tuple[str, int], float] = {}
+    for i in range(8):
+        q = read_query(d / f"query_graph-{i}.graph")
+        for s, _, _ in scen:
+            graph, stream = data[s]
+            t1, p, n = time_run(BACKEND, graph, [q], stream, CountMode.EMBEDDINGS, repeat,
+                                len(stream))
+            t64, _, _ = time_run(BACKEND, graph, [q], stream, CountMode.EMBEDDINGS, repeat, 64)
+            r = ref[i, s]
+            for k, t in ((0, t1), (64, t64)):
+                tot[s, k] = tot.get((s, k), 0.0) + t
+            tot[s, -1] = tot.get((s, -1), 0.0) + r
+            rows.append(f"| {i} | {s} | +{p:,} / -{n:,} | {t1:.4f} | {t64:.4f} | {r:.4f} | "
+                        f"{r / t1:.2f}x | {r / t64:.2f}x |")
+            print(rows[-1], flush=True)
+    for s, _, _ in scen:
+        r = tot[s, -1]
+        rows.append(f"| **total** | {s} | | {tot[s, 0]:.4f} | {tot[s, 64]:.4f} | {r:.4f} | "
+                    f"{r / tot[s, 0]:.2f}x | {r / tot[s, 64]:.2f}x |")
+    return rows
+
+
 def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
            wait: float) -> np.ndarray:
     """Replays arrivals in real time; returns each update's response time in seconds.
@@ -319,6 +400,7 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--yeast", type=Path, default=ROOT / ".local-data" / "yeast")
+    ap.add_argument("--enron", type=Path, default=ROOT / ".local-data" / "enron-labeled")
     ap.add_argument("--sections", default="yeast,batch,latency")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--edges", type=int, default=1_200_000)
@@ -351,6 +433,16 @@ def main() -> None:
     if "updater" in secs:
         pipe += ["", "### The graph updater on the device", ""]
         pipe += updater(args.edges, args.window)
+    dev = ["## GPU device pipeline (one captured launch per batch)", "",
+           f"Command: `CSM_BENCH_DEVICE_GRAPH=1 python bench/gpu_bench.py --sections "
+           f"{args.sections} --window {args.window}`  ", f"Machine: {_device()}  ",
+           f"Date: {time.strftime('%Y-%m-%d')}"]
+    if "pipeline" in secs:
+        dev += ["", "### Where one batch's time goes on the device pipeline", ""]
+        dev += pipeline(args.edges, args.window)
+    if "enron" in secs:
+        dev += ["", "### Enron, per query (RapidFlow reference)", ""]
+        dev += enron(args.enron, args.repeat)
     if "latency" in secs:
         for mq in (3, 5):
             lines += ["", f"### Response time against the update rate (queries of 3-{mq} "
@@ -360,6 +452,8 @@ def main() -> None:
         write_section(args.out, BEGIN, END, lines)
     if {"breakdown", "updater"} & set(secs):
         write_section(args.out, PIPE_BEGIN, PIPE_END, pipe)
+    if {"pipeline", "enron"} & set(secs):
+        write_section(args.out, DEV_BEGIN, DEV_END, dev)
 
 
 if __name__ == "__main__":

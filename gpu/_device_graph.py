@@ -46,7 +46,7 @@ def mapped_zeros(n: int, dtype: np.dtype) -> npt.NDArray:  # type: ignore[type-a
     return arr
 
 
-def _device_pointer(arr: npt.NDArray) -> np.uint64:  # type: ignore[type-arg]
+def device_pointer(arr: npt.NDArray) -> np.uint64:  # type: ignore[type-arg]
     cp = cupy_or_raise()
     return np.uint64(cp.cuda.runtime.pointerGetAttributes(arr.ctypes.data).devicePointer)
 
@@ -112,7 +112,7 @@ class DeviceGraph:
             if host:
                 # kernels read the host graph's own pool: nothing to copy
                 self.key, self.elab, self.ct, self.dt = (
-                    _device_pointer(a) for a in (graph.key, graph.elab, graph.ct, graph.dt))
+                    device_pointer(a) for a in (graph.key, graph.elab, graph.ct, graph.dt))
                 self._pool_refs = (graph.key, graph.elab, graph.ct, graph.dt)
                 self._pcap = len(graph.key)
             else:

@@ -141,6 +141,8 @@ class DeviceUpdater:
         self.compactions = 0
         #: device time of the resolver launches so far (benchmarks)
         self.kernel_seconds = 0.0
+        #: bumped whenever a device array is reallocated (captured launches go stale)
+        self.generation = 0
         with self.stream:
             self._tile_scratch()
             self._alloc_pool(max(16, pool_capacity))
@@ -154,6 +156,7 @@ class DeviceUpdater:
     # -- storage --------------------------------------------------------------------
     def _alloc_pool(self, cap: int) -> None:
         cp = self.cp
+        self.generation += 1
         for name, dt in self._POOL:
             setattr(self, name, cp.zeros(cap, dt))
         self._pcap = cap
@@ -166,6 +169,7 @@ class DeviceUpdater:
         return new
 
     def _grow_vertices(self, cap: int) -> None:
+        self.generation += 1
         for name, dt in self._VERT:
             fill = -1 if name in ("vbatch", "vtile") else 0
             setattr(self, name, self._regrow(self.cp, getattr(self, name, None), cap, dt, fill))
@@ -175,6 +179,7 @@ class DeviceUpdater:
 
     def _grow_slots(self, cap: int) -> None:
         cp = self.cp
+        self.generation += 1
         self.slot_vid = self._regrow(cp, getattr(self, "slot_vid", None), cap, cp.int32, -1)
         self.slot_ext = self._regrow(cp, getattr(self, "slot_ext", None), cap, cp.int64)
         self.slot_first = cp.full(cap, 0x7FFFFFFF, cp.int32)   # empty between tiles
@@ -182,6 +187,7 @@ class DeviceUpdater:
         self._scratch_ptrs = None
 
     def _tile_scratch(self) -> None:
+        self.generation += 1
         self._tiles = {name: self.cp.zeros(k * self._TILE + 1, dt)
                        for name, dt, k in self._TILE_SCRATCH}
         self._scratch_ptrs = None
@@ -195,6 +201,7 @@ class DeviceUpdater:
         return self._scratch_ptrs
 
     def _grow_out(self, cap: int) -> None:
+        self.generation += 1
         for name, dt in self._OUT:
             setattr(self, "o_" + name, self._regrow(self.cp, getattr(self, "o_" + name, None),
                                                      cap, dt))
@@ -279,14 +286,22 @@ class DeviceUpdater:
         """Resolve and install ``batch`` on the device; returns its primitive updates."""
         n = len(batch)
         sx, sy = self._slots(batch)
-        cp = self.cp
         buf = np.empty(4 * n, np.int32)
         buf[:n], buf[n:2 * n], buf[2 * n:3 * n], buf[3 * n:] = batch.op, sx, sy, batch.label
+        return self.resume(buf, n)
+
+    def resume(self, buf: npt.NDArray[np.int32], n: int, i: int = 0, n_out: int = 0,
+               relayout: bool = True) -> OpTable:
+        """Resolve raw updates ``i..n`` of ``buf`` (op, slot x, slot y, label; n each), the
+        first ``n_out`` primitive updates being written already (the pipeline resumes a
+        batch that stopped on a full pool or output); ``relayout``: call
+        ``before_relayout`` before a compaction (off when the caller has synchronised)."""
+        cp = self.cp
         self.meta[M_BATCH] += 1
         if self._ocap < n + 16:
             with self.stream:
                 self._grow_out(2 * n + 16)
-        i, n_out, stuck = 0, 0, -1
+        stuck = -1
         with self.stream:
             dbuf = cp.asarray(buf)
             while True:
@@ -300,7 +315,7 @@ class DeviceUpdater:
                 if code == DONE:
                     break
                 if code == NEED_POOL:   # collected already and still short: one huge version
-                    if self.before_relayout is not None:
+                    if relayout and self.before_relayout is not None:
                         self.before_relayout()
                     self.compact(grow=True, at_least=2 * self._pcap if i == stuck else 0)
                     stuck = i
@@ -313,16 +328,22 @@ class DeviceUpdater:
         return self._ops(n_out)
 
     def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
-        extra = (self._scratch(),) if self.parallel else ()
+        args = self.resolver_args()
         self._apply((1,), (self._TILE if self.parallel else 32,), (
             np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
-            dbuf[2 * n:3 * n], dbuf[3 * n:],
-            self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel,
-            self.off, self.len, self.cap, self.vbatch, self.vdeg, self.valive,
-            self.vslot, self.vext, self.vpub, self.slot_vid, self.slot_ext,
-            np.int64(self._pcap), np.int64(self._vcap),
-            *(getattr(self, "o_" + name) for name, _ in self._OUT), np.int64(self._ocap),
-            self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr, *extra))
+            dbuf[2 * n:3 * n], dbuf[3 * n:], *(args if self.parallel else args[:-1])))
+
+    def resolver_args(self) -> tuple[Any, ...]:
+        """The resolver kernels' arguments after the batch's own (kernels/update.cu
+        APPLY_ARGS): graph, updater state, output columns, meta, scratch. Valid until
+        :attr:`generation` changes."""
+        return (self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel,
+                self.off, self.len, self.cap, self.vbatch, self.vdeg, self.valive,
+                self.vslot, self.vext, self.vpub, self.slot_vid, self.slot_ext,
+                np.int64(self._pcap), np.int64(self._vcap),
+                *(getattr(self, "o_" + name) for name, _ in self._OUT), np.int64(self._ocap),
+                self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr,
+                self._scratch())
 
     def _ops(self, n: int) -> OpTable:
         cols = {name: getattr(self, "o_" + name)[:n].get(stream=self.stream)
@@ -453,6 +474,11 @@ class DeviceGraphView:
 
     def apply(self, batch: UpdateBatch) -> OpTable:
         ops = self.store.apply(batch)
+        self.note(ops)
+        return ops
+
+    def note(self, ops: OpTable) -> None:
+        """Keep the external ids of the vertices ``ops`` names (listings map rows back)."""
         nv = self.num_vertices
         if nv > len(self.vext):
             grown = np.zeros(max(nv, 2 * len(self.vext)), np.int64)
@@ -461,7 +487,6 @@ class DeviceGraphView:
         for ids, ext in ((ops.a, ops.src), (ops.b, ops.dst)):
             known = ids >= 0
             self.vext[ids[known]] = ext[known]
-        return ops
 
     def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
                                    npt.NDArray[np.int32]]:

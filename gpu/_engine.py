@@ -10,17 +10,29 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ._executor import Executor, ExecutorOptions, MatchOutput, MatchTasks, Ticket, create_executor
+from ._executor import (
+    Executor,
+    ExecutorOptions,
+    MatchOutput,
+    MatchTasks,
+    Ticket,
+    create_executor,
+    edge_tasks,
+)
 from ._graph import HostGraph, LoadStats, OpTable
 from ._planner import PlanSet, plan_query
 from ._query import Query
 from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp, UpdateStatus
 from .exceptions import EngineError, UnknownQueryError
+
+if TYPE_CHECKING:
+    from ._pipeline import BatchTicket
 
 #: op and status codes as plain ints: numpy compares them with arrays without the enum
 _DEL_E, _INS_V = int(UpdateOp.DELETE_EDGE), int(UpdateOp.INSERT_VERTEX)
@@ -99,6 +111,7 @@ class Engine:
     def register(self, spec: QuerySpec, *, query_id: int | None = None,
                  initial: bool = False) -> tuple[RegisteredQuery, BatchResult | None]:
         """Add a standing query; with ``initial`` also return its current match set."""
+        self._settle()
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
@@ -117,6 +130,7 @@ class Engine:
     def describe(self, spec: QuerySpec, query_id: int) -> RegisteredQuery:
         """What :meth:`register` would record (automorphisms, plans), without registering:
         a query another instance matches (scale-out) is still described the same way."""
+        self._settle()
         qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
                         label_share=self._label_share())
         return RegisteredQuery(id=query_id, spec=spec, automorphisms=qp.automorphisms,
@@ -131,6 +145,7 @@ class Engine:
         return {int(lab): c / total for lab, c in zip(labels, counts, strict=True)}
 
     def unregister(self, query_id: int) -> None:
+        self._settle()
         if query_id not in self._queries:
             raise UnknownQueryError(f"no query with id {query_id}")
         del self._queries[query_id]
@@ -147,6 +162,7 @@ class Engine:
     def initial_at(self, qid: int, tick: int) -> BatchResult:
         """``register(initial=True)``'s match set as it was before update ``tick``
         (needs the versions held since then: :meth:`hold_versions`)."""
+        self._settle()
         if qid not in self._queries:
             raise UnknownQueryError(f"no query with id {qid}")
         self._readable(tick)
@@ -196,15 +212,25 @@ class Engine:
         one version)."""
         t0 = time.perf_counter()
         self._pending = [p for p in self._pending if p.reading]
-        if len(batch) and int(batch.op.max()) >= _INS_V:
+        qids = tuple(self._queries)
+        if self._pipelined(batch, qids):
+            specs = {q: r.spec for q, r in self._queries.items()}
+            scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
+            ticket = self.executor.submit_batch(batch, self._plan_set())  # type: ignore[attr-defined]
+            pending = PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
+                                   first_tick=0, t0=t0, t1=time.perf_counter())
+            self._pending.append(pending)
+            return pending
+        if getattr(self.executor, "batches_in_flight", 0) or (
+                len(batch) and int(batch.op.max()) >= _INS_V):
             self.drain()
+            self._pending = [p for p in self._pending if p.reading]
         first = min((p.first_tick for p in self._pending), default=self.graph.tick + 1)
         if self._hold is not None:
             first = min(first, self._hold)
         self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
         ops = self.graph.apply(batch)
         self.executor.on_update(self.graph, ops)
-        qids = tuple(self._queries)
         specs = {q: r.spec for q, r in self._queries.items()}
         scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
         edge = (ops.op <= _DEL_E) & (ops.status == _APPLIED)   # edge ops are 0 and 1
@@ -220,6 +246,14 @@ class Engine:
                                t0=t0, t1=time.perf_counter())
         self._pending.append(pending)
         return pending
+
+    def _pipelined(self, batch: UpdateBatch, qids: tuple[int, ...]) -> bool:
+        """The batch goes to the executor's device pipeline: a device-owned graph, edge
+        updates only, queries standing and none listing, no versions held (count mode;
+        the rest takes the host path, which builds tasks and listings on the host)."""
+        return (bool(qids) and len(batch) > 0 and getattr(self.executor, "pipelined", False)
+                and self._hold is None and int(batch.op.max()) < _INS_V
+                and not any(r.spec.list_matches for r in self._queries.values()))
 
     def hold_versions(self, tick: int | None) -> None:
         """Keep the graph readable at ``tick`` and later (None: no hold): entries deleted
@@ -268,13 +302,26 @@ class Engine:
         """Finish the matching of every submitted batch (their results stay readable)."""
         self.executor.drain()
 
+    def _settle(self) -> None:
+        """Batches in the device pipeline change the graph until they finish: wait for
+        them before reading the graph or changing the plans."""
+        if getattr(self.executor, "batches_in_flight", 0):
+            self.drain()
+
     def _finish(self, p: PendingBatch) -> BatchResult:
+        out = None
+        if p.ops is None:   # the device pipeline resolved it
+            p.ops, out = p.ticket.wait()  # type: ignore[union-attr, misc]
+            p.ei = np.flatnonzero((p.ops.op <= _DEL_E) & (p.ops.status == _APPLIED))
+            p.ntasks = len(p.ei) * len(p.qids)
         ops, ei, qids = p.ops, p.ei, p.qids
+        assert ei is not None
         counts = np.zeros((len(ops), len(qids)), np.int64)
         listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
         io = None
         if p.ticket is not None:
-            out = p.ticket.wait()
+            if out is None:
+                out = p.ticket.wait()
             io = out.io
             sign = 1 - 2 * ops.op[ei].astype(np.int64)   # insert +1, delete -1
             c = out.counts.reshape(len(ei), len(qids)) * p.scale[:, 0]
@@ -307,10 +354,8 @@ class Engine:
         cols = np.arange(nq) if cols is None else cols
         caps = np.array([self._queries[q].spec.max_matches_per_update
                          if self._queries[q].spec.list_matches else -1 for q in qids], np.int64)
-        rep = lambda x: np.repeat(x[ei], nq)  # noqa: E731
-        return MatchTasks(a=rep(ops.a), b=rep(ops.b), label=rep(ops.label), tick=rep(ops.tick),
-                          plan_lo=np.tile(ps.query_lo[cols], len(ei)),
-                          plan_hi=np.tile(ps.query_hi[cols], len(ei)), cap=np.tile(caps, len(ei)))
+        return edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], ps.query_lo[cols],
+                          ps.query_hi[cols], caps)
 
     def _listings(self, ops: OpTable, ei: npt.NDArray[np.int64], qids: tuple[int, ...],
                   specs: dict[int, QuerySpec], out: MatchOutput) -> dict[int, Listing]:
@@ -337,9 +382,10 @@ class Engine:
 class PendingBatch:
     """A submitted batch: ``result()`` waits for its matching and builds the result once."""
 
-    def __init__(self, engine: Engine, batch: UpdateBatch, ops: OpTable, qids: tuple[int, ...],
-                 specs: dict[int, QuerySpec], scale: npt.NDArray[np.int64],
-                 ei: npt.NDArray[np.int64], ticket: Ticket | None, ntasks: int,
+    def __init__(self, engine: Engine, batch: UpdateBatch, ops: OpTable | None,
+                 qids: tuple[int, ...], specs: dict[int, QuerySpec],
+                 scale: npt.NDArray[np.int64], ei: npt.NDArray[np.int64] | None,
+                 ticket: Ticket | BatchTicket | None, ntasks: int,
                  first_tick: int, t0: float, t1: float) -> None:
         self._engine = engine
         self.batch, self.ops, self.qids, self.specs, self.ei = batch, ops, qids, specs, ei

@@ -41,6 +41,19 @@ class MatchTasks:
         return len(self.a)
 
 
+def edge_tasks(a: npt.NDArray[np.int32], b: npt.NDArray[np.int32],
+               label: npt.NDArray[np.int32], tick: npt.NDArray[np.int64],
+               query_lo: npt.NDArray[np.int32], query_hi: npt.NDArray[np.int32],
+               caps: npt.NDArray[np.int64]) -> MatchTasks:
+    """One task per (applied edge update, query), queries innermost: task ``e * nq + j``
+    is update e for the query whose plans are ``query_lo[j]..query_hi[j]``."""
+    nq, n = len(query_lo), len(a)
+    rep = lambda x: np.repeat(x, nq)  # noqa: E731
+    return MatchTasks(a=rep(a), b=rep(b), label=rep(label), tick=rep(tick),
+                      plan_lo=np.tile(query_lo, n), plan_hi=np.tile(query_hi, n),
+                      cap=np.tile(caps, n))
+
+
 def plan_units(tasks: MatchTasks) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Every (task, plan) pair of ``tasks``: owner task, plan index."""
     nplans = (tasks.plan_hi - tasks.plan_lo).astype(np.int64)

@@ -43,8 +43,9 @@ from ._executor import (
     live_units,
 )
 from ._graph import HostGraph, OpTable
-from ._planner import F_MISC, F_NBCNT, F_NBOFF, PlanSet
-from ._types import MAX_QUERY_VERTICES
+from ._pipeline import BatchTicket, DevicePipeline
+from ._planner import PlanSet, level2_sources
+from ._types import MAX_QUERY_VERTICES, UpdateBatch
 from .exceptions import BackendError
 
 __all__ = ["GpuConfig", "GpuExecutor"]
@@ -89,6 +90,9 @@ class GpuConfig:
     #: (kernels/update.cu), so no host updater or install runs per batch. Off, or with a
     #: graph budget (out-of-core), the host updater resolves and the device mirrors it.
     device_graph: bool = False
+    #: with a device-owned graph, count-only batches go through the device pipeline
+    #: (gpu/_pipeline.py: one captured launch per batch); this many are in flight at most
+    pipeline_depth: int = 8
 
 
 class _Slot:
@@ -162,9 +166,11 @@ class GpuExecutor:
         #: with a device-owned graph, the engine's handle on it (else the engine keeps a
         #: HostGraph and this executor mirrors it)
         self.owned_graph: DeviceGraphView | None = None
+        self._pipeline: DevicePipeline | None = None
         if c.device_graph and not c.graph_budget_bytes:
             self.graph = DeviceUpdater(stream=self.update_stream)
             self.owned_graph = DeviceGraphView(self.graph)
+            self._pipeline = DevicePipeline(self, c.pipeline_depth)
         else:
             self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)
         self._caches: list[DeviceCache] = []
@@ -188,8 +194,29 @@ class GpuExecutor:
                 if s.ticket is not None and s.ticket.ex is self and not s.ticket.finished]
 
     def drain(self) -> None:
+        if self._pipeline is not None:
+            self._pipeline.drain()
         for t in self._in_flight():
             t.wait()
+
+    # -- the device pipeline (device-owned graph, count-only batches) -------------------------
+    @property
+    def pipelined(self) -> bool:
+        """Raw batches can go to :meth:`submit_batch` (the device owns the graph)."""
+        return self._pipeline is not None
+
+    @property
+    def batches_in_flight(self) -> int:
+        return self._pipeline.in_flight if self._pipeline is not None else 0
+
+    def submit_batch(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
+        """Resolve and match a raw batch of edge updates on the device (count mode, one
+        task per applied edge update and query of ``plans``); returns at once."""
+        if self._pipeline is None:
+            raise BackendError("submit_batch needs a device-owned graph (device_graph=True)")
+        if self._in_flight():   # matching of host-path batches may read what this reclaims
+            self.drain()
+        return self._pipeline.submit(batch, plans)
 
     @property
     def out_of_core(self) -> bool:
@@ -239,7 +266,7 @@ class GpuExecutor:
         owner, plan = live_units(graph, plans, tasks, only)
         la = graph.seg_len[tasks.a[owner]].astype(np.int64)
         lb = graph.seg_len[tasks.b[owner]].astype(np.int64)
-        l2 = _level2_sources(plans)[plan]
+        l2 = level2_sources(plans)[plan]
         big = np.int64(1) << 40
         est = np.minimum(np.where(l2 & 1, la, big), np.where(l2 & 2, lb, big))
         deep = plans.n[plan] >= 4
@@ -478,21 +505,6 @@ def _endpoints(view: DeviceGraphView, tasks: MatchTasks) -> tuple[_Endpoints, Ma
     local = MatchTasks(a=rank[:n], b=rank[n:], label=tasks.label, tick=tasks.tick,
                        plan_lo=tasks.plan_lo, plan_hi=tasks.plan_hi, cap=tasks.cap)
     return _Endpoints(lab, ln), local
-
-
-def _level2_sources(plans: PlanSet) -> npt.NDArray[np.int64]:
-    """Per plan, which of levels 0 / 1 level 2 intersects (bit 1 / bit 2): sizes slices.
-
-    Level 2's backward neighbours are among levels 0 and 1, so at most two entries.
-    """
-    tbl = plans.table
-    off, cnt = tbl[:, F_NBOFF, 2], tbl[:, F_NBCNT, 2]
-    deep = tbl[:, F_MISC, 0] > 2
-    first = np.where(deep & (cnt >= 1), 1 << plans.nb_level[off].astype(np.int64), 0)
-    second = np.where(deep & (cnt >= 2),
-                      1 << plans.nb_level[np.minimum(off + 1, len(plans.nb_level) - 1)]
-                      .astype(np.int64), 0)
-    return first | second
 
 
 @functools.cache

@@ -251,3 +251,18 @@ class PlanSet:
                    nb_label=np.array(nb_label + [0], np.int32),
                    query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi,
                    table=table)
+
+
+def level2_sources(plans: PlanSet) -> npt.NDArray[np.int64]:
+    """Per plan, which of levels 0 / 1 level 2 intersects (bit 1 / bit 2): sizes slices.
+
+    Level 2's backward neighbours are among levels 0 and 1, so at most two entries.
+    """
+    tbl = plans.table
+    off, cnt = tbl[:, F_NBOFF, 2], tbl[:, F_NBCNT, 2]
+    deep = tbl[:, F_MISC, 0] > 2
+    first = np.where(deep & (cnt >= 1), 1 << plans.nb_level[off].astype(np.int64), 0)
+    second = np.where(deep & (cnt >= 2),
+                      1 << plans.nb_level[np.minimum(off + 1, len(plans.nb_level) - 1)]
+                      .astype(np.int64), 0)
+    return first | second

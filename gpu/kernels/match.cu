@@ -634,33 +634,39 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
     return warp_sum(total);
 }
 
-// 5 blocks of 4 warps per SM: 96 registers, no spills (unbounded, ptxas takes 109 and only
-// 4 blocks fit, which cost the Yeast batch about a fifth of its speed)
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_units(
-    // (task, plan) pairs in scheduling order, each cut into u_nchunk level-2 slices;
-    // u_first: exclusive prefix sum of the slices (n_pairs + 1 entries); unit u is slice
-    // u - u_first[j] of the pair j with u_first[j] <= u < u_first[j + 1]
-    const int* u_task, const int* u_plan, const int* u_first, const int* u_nchunk, int n_pairs,
-    int n_units,
-    // tasks
-    const int* t_a, const int* t_b, const int* t_el, const long long* t_k,
-    // plans
-    const int* pl, const int* nb_level, const int* nb_label,
-    // graph: pool (device or mapped host memory), per-vertex words, this batch's cache
-    const long long* key, const int* elab, const long long* ct, const long long* dt,
-    const long long* seg, const int* vlabel, int host, const long long* cache, int c_n,
-    long long c_e,
-    // per-warp candidate rows (levels + 1 each: the last is scratch) and the scheduler
-    long long* stack, long long stride, long long levels, long long n_warps,
-    // the sub-task queue: records, capacity, this launch's epoch, timeout (0: no splitting),
-    // counters (zero at launch), how many warps may wait for sub-tasks
-    int* q_rec, int q_cap, int q_epoch, long long split_cycles, unsigned int* q_ctr,
-    int max_consumers,
-    // outputs: counts per task; listing (rows may be null for count mode)
-    unsigned long long* t_count, int* rows, const long long* t_row_off, const long long* t_want,
-    unsigned long long* t_slots,
-    // host bytes read, cache hits, misses; per-vertex reads of neighbour arrays (debug, or null)
-    unsigned long long* io_total, unsigned int* acc) {
+#define MATCH_ARGS \
+    /* (task, plan) pairs in scheduling order, each cut into u_nchunk level-2 slices; \
+       u_first: exclusive prefix sum of the slices (n_pairs + 1 entries); unit u is slice \
+       u - u_first[j] of the pair j with u_first[j] <= u < u_first[j + 1] */ \
+    const int* u_task, const int* u_plan, const int* u_first, const int* u_nchunk, int n_pairs, \
+    int n_units, \
+    /* tasks */ \
+    const int* t_a, const int* t_b, const int* t_el, const long long* t_k, \
+    /* plans */ \
+    const int* pl, const int* nb_level, const int* nb_label, \
+    /* graph: pool (device or mapped host memory), per-vertex words, this batch's cache */ \
+    const long long* key, const int* elab, const long long* ct, const long long* dt, \
+    const long long* seg, const int* vlabel, int host, const long long* cache, int c_n, \
+    long long c_e, \
+    /* per-warp candidate rows (levels + 1 each: the last is scratch) and the scheduler */ \
+    long long* stack, long long stride, long long levels, long long n_warps, \
+    /* the sub-task queue: records, capacity, this launch's epoch, timeout (0: no \
+       splitting), counters (zero at launch), how many warps may wait for sub-tasks */ \
+    int* q_rec, int q_cap, int q_epoch, long long split_cycles, unsigned int* q_ctr, \
+    int max_consumers, \
+    /* outputs: counts per task; listing (rows may be null for count mode) */ \
+    unsigned long long* t_count, int* rows, const long long* t_row_off, \
+    const long long* t_want, unsigned long long* t_slots, \
+    /* host bytes read, cache hits, misses; per-vertex reads of neighbour arrays (debug, \
+       or null) */ \
+    unsigned long long* io_total, unsigned int* acc
+#define MATCH_PASS(np, nu, ep) u_task, u_plan, u_first, u_nchunk, np, nu, t_a, t_b, t_el, \
+    t_k, pl, nb_level, nb_label, key, elab, ct, dt, seg, vlabel, host, cache, c_n, c_e, stack, \
+    stride, levels, n_warps, q_rec, q_cap, ep, split_cycles, q_ctr, max_consumers, t_count, \
+    rows, t_row_off, t_want, t_slots, io_total, acc
+
+// The matching loop of one launch: warps take units, then sub-tasks, until all are done.
+__device__ __forceinline__ void match_body(MATCH_ARGS) {
     __shared__ WarpState states[WARPS_PER_BLOCK];
     int lane = threadIdx.x & 31;
     int wib = threadIdx.x >> 5;
@@ -756,6 +762,23 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_unit
             atomicAdd(io_total + 2, (unsigned long long)m);
         }
     }
+}
+
+
+// 5 blocks of 4 warps per SM: 96 registers, no spills (unbounded, ptxas takes 109 and only
+// 4 blocks fit, which cost the Yeast batch about a fifth of its speed)
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_units(MATCH_ARGS) {
+    match_body(MATCH_PASS(n_pairs, n_units, q_epoch));
+}
+
+// The pipeline's launch (gpu/_pipeline.py): the unit counts and the queue epoch come from
+// the device (kernels/update.cu::build_units wrote them), so one captured graph serves
+// every batch; n_pairs, n_units and q_epoch are ignored.
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_step(
+    const int* dims, MATCH_ARGS) {
+    int nu = dims[1];
+    if (nu == 0) return;   // no unit: nothing would end the wait for sub-tasks
+    match_body(MATCH_PASS(dims[0], nu, dims[2]));
 }
 
 // Graph updater, in two launches on one stream: install_entries writes the entries of new

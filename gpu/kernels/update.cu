@@ -777,17 +777,26 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     return DONE;
 }
 
-extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
-    long long i0, long long n_out0, long long n, const int* ops, const int* sx,
-    const int* sy, const int* lab,
-    long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel,
-    long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive,
-    int* vslot, long long* vext, long long* vpub, int* slot_vid, const long long* slot_ext,
-    long long pool_cap, long long vcap,
-    int* o_raw, signed char* o_op, int* o_a, int* o_b, long long* o_src, long long* o_dst,
-    int* o_el, long long* o_tick, signed char* o_status, signed char* o_reason,
-    long long out_cap, int* touched, int* nbr, long long* nbr_ext, int* order,
-    long long* meta, const long long* scratch_ptrs) {
+#define APPLY_ARGS \
+    long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel, \
+    long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive, \
+    int* vslot, long long* vext, long long* vpub, int* slot_vid, const long long* slot_ext, \
+    long long pool_cap, long long vcap, \
+    int* o_raw, signed char* o_op, int* o_a, int* o_b, long long* o_src, long long* o_dst, \
+    int* o_el, long long* o_tick, signed char* o_status, signed char* o_reason, \
+    long long out_cap, int* touched, int* nbr, long long* nbr_ext, int* order, \
+    long long* meta, const long long* scratch_ptrs
+#define APPLY_PASS key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, \
+    vslot, vext, vpub, slot_vid, slot_ext, pool_cap, vcap, o_raw, o_op, o_a, o_b, o_src, \
+    o_dst, o_el, o_tick, o_status, o_reason, out_cap, touched, nbr, nbr_ext, order, meta, \
+    scratch_ptrs
+
+// The block resolver of apply_batch; returns the code (every thread). `hold` >= 0: the
+// pipeline's watermark, min(tick before the batch, hold - 1): matching of earlier batches
+// has finished in stream order, so only a host hold keeps older entries.
+__device__ int resolve_block(long long i0, long long n_out0, long long n, const int* ops,
+                             const int* sx, const int* sy, const int* lab, long long hold,
+                             APPLY_ARGS) {
     __shared__ Shared sh;
     int t = threadIdx.x, lane = t & 31;
     Dev g{key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, vslot, vext,
@@ -801,6 +810,10 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
               (int*)p[19]};
     if (t == 0) {
         sh.s = load_meta(meta);
+        if (hold >= 0) {
+            sh.s.watermark = min(sh.s.tick, hold - 1);
+            meta[M_WATERMARK] = sh.s.watermark;
+        }
         sh.pool_used = (unsigned long long)sh.s.pool_used;
         sh.garbage = (unsigned long long)sh.s.garbage;
         sh.maxlen = sh.s.maxlen;
@@ -858,6 +871,180 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
         sh.s.maxlen = max(sh.s.maxlen, sh.maxlen);
         store_meta(meta, sh.s, i, n_out, code);
     }
+    return code;
+}
+
+extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
+    long long i0, long long n_out0, long long n, const int* ops, const int* sx,
+    const int* sy, const int* lab, APPLY_ARGS) {
+    resolve_block(i0, n_out0, n, ops, sx, sy, lab, -1, APPLY_PASS);
+}
+
+// ---- The pipeline (gpu/_pipeline.py): one batch = apply_step, build_units,
+// match.cu::match_step, collect_step on one stream, captured once as a CUDA graph. Every
+// per-batch value lives in the batch's control block (mapped pinned host memory: the
+// host writes the raw updates there and reads the results back without a copy) or in
+// `dims` (device words), so the same graph serves every batch.
+
+// control block words; must equal gpu/_pipeline.py
+enum { C_N = 0, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS,
+       C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_HDR = 16 };
+// device words: match_step's unit counts and queue epoch, and the stall flag (a batch
+// that stopped on a full pool or output makes every later one skip, so none is resolved
+// out of order before the host has finished it)
+enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_SIZE };
+#define SKIPPED 4
+
+// Raw updates: op, slot x, slot y, label (in_cap int32 each, after the header).
+extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
+    long long* ctrl, int* dims, int* in, long long in_cap, APPLY_ARGS) {
+    __shared__ int skip;
+    __shared__ long long n, hold, tick0;
+    int t = threadIdx.x;
+    if (t == 0) {
+        skip = *(volatile int*)(dims + D_STALL);
+        n = ctrl[C_N];
+        hold = ctrl[C_HOLD];
+        tick0 = meta[M_TICK];
+    }
+    __syncthreads();
+    if (skip) {
+        if (t == 0) ctrl[C_CODE] = SKIPPED;
+        return;
+    }
+    const int* h = (const int*)(ctrl + C_HDR);
+    for (long long i = t; i < 4 * in_cap; i += TILE) {
+        long long c = i / in_cap, j = i - c * in_cap;
+        if (j < n) in[i] = h[i];
+    }
+    __syncthreads();
+    int code = resolve_block(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
+                             hold, APPLY_PASS);
+    if (t == 0) {
+        ctrl[C_CODE] = code; ctrl[C_RESUME] = meta[M_RESUME]; ctrl[C_NOUT] = meta[M_NOUT];
+        ctrl[C_TICK0] = tick0; ctrl[C_TICK1] = meta[M_TICK]; ctrl[C_MAXLEN] = meta[M_MAXLEN];
+        if (code != DONE) dims[D_STALL] = 1;
+    }
+}
+
+// plan table fields (must equal kernels/match.cu and gpu/_planner.py)
+#define PM 12
+#define PNF 12
+enum { PF_LABEL = 1, PF_DEGREE = 2, PF_GT = 6, PF_LT = 7, PF_MISC = 11 };
+#define SEG_MASK ((1LL << SEG_BITS) - 1)
+
+__device__ __forceinline__ int plan_at(const int* pl, int p, int f, int L) {
+    return pl[(p * PNF + f) * PM + L];
+}
+
+// gpu/_cpu_kernels.py::_root_fits: the cheap root checks (no neighbour array is read)
+__device__ __forceinline__ bool root_fits(const int* pl, int p, int a, int b, int el, int va,
+                                          int vb, long long la, long long lb) {
+    int l0 = plan_at(pl, p, PF_LABEL, 0), l1 = plan_at(pl, p, PF_LABEL, 1);
+    int rl = plan_at(pl, p, PF_MISC, 1);
+    return (l0 == WILD || l0 == va) && (l1 == WILD || l1 == vb) && (rl == WILD || rl == el)
+        && la >= plan_at(pl, p, PF_DEGREE, 0) && lb >= plan_at(pl, p, PF_DEGREE, 1)
+        && (!(plan_at(pl, p, PF_GT, 1) & 1) || b > a) && (!(plan_at(pl, p, PF_LT, 1) & 1) || b < a);
+}
+
+// gpu/_gpu.py::GpuExecutor._units: level-2 slices of a live pair
+__device__ __forceinline__ int slices(const int* pl, const int* l2src, int p, long long la,
+                                      long long lb, int slice, int max_slices) {
+    if (plan_at(pl, p, PF_MISC, 0) < 4) return 1;
+    long long est = 1LL << 40;
+    int src = l2src[p];
+    if (src & 1) est = min(est, la);
+    if (src & 2) est = min(est, lb);
+    return (int)max(1LL, min((long long)max_slices, (est + slice - 1) / slice));
+}
+
+// The batch's tasks (one per applied edge update and query, in op order) and its live
+// (task, plan) pairs with their level-2 slices, as match_step reads them; the primitive
+// updates' device columns go to the control block. One block; pairs keep task order (no
+// heaviest-first sort: T-DFS splitting takes care of stragglers).
+extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
+    long long* ctrl, int* dims, long long in_cap, long long out_cap,
+    const signed char* o_op, const int* o_a, const int* o_b, const int* o_el,
+    const long long* o_tick, const signed char* o_status, const signed char* o_reason,
+    const long long* seg, const int* vlabel, const int* pl, const int* q_lo, const int* q_hi,
+    const int* l2src, int nq, int slice, int max_slices,
+    int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count,
+    int* u_task, int* u_plan, int* u_first, int* u_nchunk, unsigned int* q_ctr) {
+    __shared__ int wsum[NWARPS];
+    __shared__ long long n;
+    int t = threadIdx.x;
+    if (t == 0) n = ctrl[C_CODE] == DONE ? ctrl[C_NOUT] : 0;
+    __syncthreads();
+    long long* out = ctrl + C_HDR + 2 * in_cap;   // a, b, label, tick, status, reason
+    int ce = 0, cp = 0, cu = 0;   // tasks' edge updates, pairs, units so far
+    for (long long base = 0; base < n; base += TILE) {
+        long long i = base + t;
+        bool edge = false;
+        int a = 0, b = 0, el = 0;
+        long long k = 0;
+        if (i < n) {
+            a = o_a[i]; b = o_b[i]; el = o_el[i]; k = o_tick[i];
+            out[i] = a; out[out_cap + i] = b; out[2 * out_cap + i] = el;
+            out[3 * out_cap + i] = k; out[4 * out_cap + i] = o_status[i];
+            out[5 * out_cap + i] = o_reason[i];
+            edge = o_status[i] == ST_APPLIED && o_op[i] <= OP_DEL_E;
+        }
+        int tot;
+        int e = ce + block_scan(edge ? 1 : 0, wsum, &tot);
+        ce += tot;
+        int np = 0, nu = 0;
+        long long la = 0, lb = 0;
+        int va = 0, vb = 0;
+        if (edge) {
+            la = seg[a] & SEG_MASK; lb = seg[b] & SEG_MASK; va = vlabel[a]; vb = vlabel[b];
+            for (int j = 0; j < nq; ++j) {
+                long long task = (long long)e * nq + j;
+                t_a[task] = a; t_b[task] = b; t_el[task] = el; t_k[task] = k;
+                t_count[task] = 0;
+                for (int p = q_lo[j]; p < q_hi[j]; ++p)
+                    if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
+                        ++np;
+                        nu += slices(pl, l2src, p, la, lb, slice, max_slices);
+                    }
+            }
+        }
+        int ptot, utot;
+        int pe = cp + block_scan(np, wsum, &ptot);
+        int ue = cu + block_scan(nu, wsum, &utot);
+        if (np) {
+            for (int j = 0; j < nq; ++j)
+                for (int p = q_lo[j]; p < q_hi[j]; ++p)
+                    if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
+                        int s = slices(pl, l2src, p, la, lb, slice, max_slices);
+                        u_task[pe] = e * nq + j; u_plan[pe] = p; u_first[pe] = ue;
+                        u_nchunk[pe] = s;
+                        ++pe;
+                        ue += s;
+                    }
+        }
+        cp += ptot;
+        cu += utot;
+    }
+    for (int i = t; i < 7 * 32; i += TILE) q_ctr[i] = 0;
+    if (t == 0) {
+        u_first[cp] = cu;
+        dims[D_PAIRS] = cp; dims[D_UNITS] = cu; dims[D_EPOCH] += 1;
+        ctrl[C_NTASK] = (long long)ce * nq; ctrl[C_NPAIRS] = cp; ctrl[C_NUNITS] = cu;
+    }
+}
+
+// The batch's counts into its control block, then its sequence number: the host may read
+// the block once C_DONE equals C_SEQ (or the stream's event has fired).
+extern "C" __global__ void collect_step(long long* ctrl, const unsigned long long* t_count,
+                                        long long counts_at) {
+    __shared__ long long nt;
+    if (threadIdx.x == 0) nt = ctrl[C_NTASK];
+    __syncthreads();
+    for (long long i = threadIdx.x; i < nt; i += blockDim.x)
+        ctrl[counts_at + i] = (long long)t_count[i];
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) ctrl[C_DONE] = ctrl[C_SEQ];
 }
 
 // Compaction (nothing in flight): copy every vertex's live entries (dt > watermark) into a

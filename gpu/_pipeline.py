@@ -1,0 +1,303 @@
+"""The device pipeline: one batch = one CUDA-graph launch, no host work in between.
+
+The host interns the batch's ids (compiled, O(b)), writes the raw updates into the
+batch's control block (mapped pinned memory) and launches the graph captured for that
+block; the device does the rest on one stream (kernels/update.cu, kernels/match.cu):
+
+    apply_step    resolve the updates, build and publish new versions (watermark: the
+                  tick before the batch; matching of earlier batches is over in stream order)
+    build_units   tasks and live (task, plan) pairs with their level-2 slices; the
+                  primitive updates' columns into the control block
+    match_step    warps take units and T-DFS sub-tasks (counts per task)
+    collect_step  counts into the control block, then the block's sequence number
+
+Up to ``depth`` batches are in flight; reading a result needs no copy. Growth of device
+arrays or of the longest version re-captures the graphs before the next launch. A batch
+that stops on a full pool (or output, or vertex array) makes every later batch in flight
+skip; reading it finishes it on the host path (compaction or growth, resumed resolve,
+host-built units) and launches the skipped ones again, so results stay exact and in order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._cuda import kernel
+from ._device_graph import device_pointer, mapped_zeros
+from ._device_updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
+from ._executor import MatchOutput, edge_tasks
+from ._graph import OpTable
+from ._planner import PlanSet, level2_sources
+from ._types import MAX_QUERY_VERTICES, UpdateBatch, UpdateOp, UpdateStatus
+from .exceptions import BackendError
+
+if TYPE_CHECKING:
+    from ._gpu import GpuExecutor
+
+__all__ = ["BatchTicket", "DevicePipeline"]
+
+# control block words and device words: must equal kernels/update.cu
+(C_N, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS, C_TICK0,
+ C_TICK1, C_MAXLEN, C_DONE) = range(13)
+C_HDR = 16
+D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_SIZE = range(5)
+SKIPPED = 4
+_OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
+_NO_HOLD = np.iinfo(np.int64).max
+_APPLIED, _DEL_E = int(UpdateStatus.APPLIED), int(UpdateOp.DELETE_EDGE)
+M = MAX_QUERY_VERTICES
+
+
+class BatchTicket:
+    """One raw batch in the pipeline; ``wait`` returns its primitive updates and counts."""
+
+    def __init__(self, pipe: DevicePipeline, block: _Block, batch: UpdateBatch, seq: int,
+                 event: Any) -> None:
+        self.pipe, self.block, self.batch, self.seq, self.event = pipe, block, batch, seq, event
+        self.result: tuple[OpTable, MatchOutput] | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    @property
+    def ready(self) -> bool:
+        return self.result is not None or bool(self.event.done)
+
+    def wait(self) -> tuple[OpTable, MatchOutput]:
+        if self.result is None:
+            self.pipe.take(self)
+        assert self.result is not None
+        return self.result
+
+
+class _Block:
+    """A batch's control block: header, raw updates, primitive updates, counts."""
+
+    def __init__(self, cap: int, nq: int) -> None:
+        self.cap, self.nq = cap, nq
+        self.counts_at = C_HDR + 2 * cap + _OUT_COLS * cap
+        self.ctrl = mapped_zeros(self.counts_at + cap * max(nq, 1), np.dtype(np.int64))
+        self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
+        self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
+        self.ptr = device_pointer(self.ctrl)
+        self.graph: Any = None
+        self.key: tuple[int, ...] = ()
+        self.ticket: BatchTicket | None = None
+
+
+class DevicePipeline:
+    """Raw batches in, primitive updates and per-task counts out (count mode only)."""
+
+    def __init__(self, ex: GpuExecutor, depth: int = 8) -> None:
+        self.ex, self.cp = ex, ex.cp
+        self.updater: DeviceUpdater = ex.graph  # type: ignore[assignment]
+        self.view: DeviceGraphView = ex.owned_graph  # type: ignore[assignment]
+        self.stream = self.updater.stream
+        self.depth = depth
+        self._apply = kernel("update", "apply_step")
+        self._build = kernel("update", "build_units")
+        self._match = kernel("match", "match_step")
+        self._collect = kernel("update", "collect_step")
+        self._flight: deque[BatchTicket] = deque()
+        self._blocks: list[_Block] = []
+        self._next = 0
+        self._seq = 0
+        self._cap = 0
+        self._plans: PlanSet | None = None
+        self._nq = 0
+        self._stride = 0
+        self._dev: dict[str, Any] = {}
+        self._stack: Any = None
+        #: launches of the captured graph and batches finished on the host path
+        self.launches = 0
+        self.recoveries = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flight)
+
+    # -- configuration ------------------------------------------------------------------
+    def _configure(self, plans: PlanSet, n: int) -> None:
+        """Buffers for ``plans`` and batches of ``n``; drains first if they change."""
+        nq = len(plans.query_lo)
+        if plans is self._plans and n <= self._cap:
+            return
+        self.drain()
+        cp = self.cp
+        cap = max(self._cap, 1024)
+        while cap < n:
+            cap *= 2
+        self._cap, self._plans, self._nq = cap, plans, nq
+        self._blocks = [_Block(cap, nq) for _ in range(self.depth)]
+        tasks = cap * max(nq, 1)
+        pairs = cap * max(int((plans.query_hi - plans.query_lo).max()) if nq else 1, 1) * \
+            max(nq, 1)
+        with self.stream:
+            self.ex._upload_plans(plans)
+            self._dev = {
+                "inp": cp.zeros(4 * cap, cp.int32),
+                "t_a": cp.zeros(tasks, cp.int32), "t_b": cp.zeros(tasks, cp.int32),
+                "t_el": cp.zeros(tasks, cp.int32), "t_k": cp.zeros(tasks, cp.int64),
+                "t_count": cp.zeros(tasks, cp.uint64),
+                "u_task": cp.zeros(pairs, cp.int32), "u_plan": cp.zeros(pairs, cp.int32),
+                "u_first": cp.zeros(pairs + 1, cp.int32), "u_nchunk": cp.zeros(pairs, cp.int32),
+                "q_lo": cp.asarray(plans.query_lo.astype(np.int32)),
+                "q_hi": cp.asarray(plans.query_hi.astype(np.int32)),
+                "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
+                "dims": cp.zeros(D_SIZE, cp.int32),
+                "q_ctr": cp.zeros(7 * 32, cp.uint32),
+                "queue": cp.zeros(self.ex.config.queue_records * 16, cp.int32),
+            }
+            if self.updater._ocap < cap + 16:
+                self.updater._grow_out(cap + 16)
+        if self._stack is None:
+            c = self.ex.config
+            nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
+            self._stack = cp.empty(max(nbytes // max(c.depth, 1), 1 << 20) // 8, cp.int64)
+        self.stream.synchronize()
+
+    def _key(self) -> tuple[int, ...]:
+        return (self.updater.generation, self._stride, self._cap, id(self._plans))
+
+    def _capture(self, block: _Block) -> None:
+        """Capture the block's four launches as one graph (pointers and sizes baked in)."""
+        u, ex = self.updater, self.ex
+        plans = self._plans
+        assert plans is not None
+        c = ex.config
+        levels = int(plans.n.max())
+        per_warp = (levels + 1) * self._stride
+        split = ex._split_cycles
+        least = ex.sm_count * c.min_warps_per_sm if split else 1
+        warps = min(ex.sm_count * c.warps_per_sm, len(self._stack) // per_warp)
+        if warps < 1:
+            raise BackendError(f"a neighbour array of {self._stride:,} entries needs more than "
+                               f"the pipeline's {self._stack.nbytes:,} stack bytes per warp")
+        table, nb_level, nb_label = ex._plans_dev
+        resolver = u.resolver_args()   # may allocate: not while capturing
+        s = self.stream
+        with s:
+            s.begin_capture()
+            try:
+                self._launches(block, resolver, table, nb_level, nb_label, levels, warps,
+                               split, least)
+            finally:
+                block.graph = s.end_capture()
+        block.key = self._key()
+
+    def _launches(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
+                  nb_label: Any, levels: int, warps: int, split: int, least: int) -> None:
+        d, u, c, cap, null = self._dev, self.updater, self.ex.config, self._cap, np.uint64(0)
+        self._apply((1,), (1024,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
+                                    *resolver))
+        self._build((1,), (1024,), (
+            block.ptr, d["dims"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
+            u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
+            d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
+            np.int32(c.max_slices), d["t_a"], d["t_b"], d["t_el"], d["t_k"], d["t_count"],
+            d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], d["q_ctr"]))
+        self._match(((warps + 3) // 4,), (128,), (
+            d["dims"], d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], np.int32(0),
+            np.int32(0), d["t_a"], d["t_b"], d["t_el"], d["t_k"], table, nb_level,
+            nb_label, *u.arrays(), np.int32(0), null, np.int32(0), np.int64(0),
+            self._stack, np.int64(self._stride), np.int64(levels), np.int64(warps),
+            d["queue"], np.int32(len(d["queue"]) // 16), np.int32(0), np.int64(split),
+            d["q_ctr"], np.int32(least), d["t_count"], null, null, null, null, null, null))
+        self._collect((1,), (256,), (block.ptr, d["t_count"], np.int64(block.counts_at)))
+
+    # -- batches ------------------------------------------------------------------------
+    def submit(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
+        """Enqueue ``batch`` (edge updates only); returns at once."""
+        n = len(batch)
+        self._configure(plans, n)
+        block = self._blocks[self._next]
+        self._next = (self._next + 1) % len(self._blocks)
+        if block.ticket is not None and block.ticket.result is None:
+            self.take(block.ticket)
+        # rows of match_step hold any version it may meet: the longest now, plus what the
+        # batches in flight and this one can add
+        bound = int(self.updater.meta[M_MAXLEN]) + n + sum(len(t.batch) for t in self._flight)
+        if bound + 1 > self._stride:
+            self._stride = (bound + max(64, bound // 4, 2 * n) + 31) // 32 * 32
+        sx, sy = self.updater._slots(batch)
+        self._seq += 1
+        c = block.ctrl
+        c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
+        inp = block.inp
+        inp[0, :n], inp[1, :n], inp[2, :n], inp[3, :n] = batch.op, sx, sy, batch.label
+        ticket = BatchTicket(self, block, batch, self._seq, None)
+        block.ticket = ticket
+        self._launch(ticket)
+        self._flight.append(ticket)
+        return ticket
+
+    def _launch(self, t: BatchTicket) -> None:
+        if t.block.key != self._key():
+            self._capture(t.block)
+        t.block.graph.launch(self.stream)
+        t.event = self.stream.record()
+        self.launches += 1
+
+    def drain(self) -> None:
+        while self._flight:
+            self.take(self._flight[0])
+
+    def take(self, t: BatchTicket) -> None:
+        """Finish every batch up to ``t`` in order and keep their results."""
+        while t.result is None:
+            head = self._flight[0]
+            head.event.synchronize()
+            code = int(head.block.ctrl[C_CODE])
+            if code == DONE:
+                head.result = self._read(head)
+            elif code == SKIPPED:   # pragma: no cover - a failed batch is always taken first
+                raise BackendError("a pipelined batch was skipped without a failed one before it")
+            else:
+                head.result = self._recover(head)
+            self._flight.popleft()
+            self.view.note(head.result[0])
+
+    def _read(self, t: BatchTicket) -> tuple[OpTable, MatchOutput]:
+        c, b, n = t.block.ctrl, t.batch, len(t.batch)
+        out = t.block.out
+        ops = OpTable(raw=np.arange(n, dtype=np.int32), op=b.op.astype(np.int8),
+                      a=out[0, :n].astype(np.int32), b=out[1, :n].astype(np.int32),
+                      src=b.src.copy(), dst=b.dst.copy(), label=out[2, :n].astype(np.int32),
+                      tick=out[3, :n].copy(), status=out[4, :n].astype(np.int8),
+                      reason=out[5, :n].astype(np.int8))
+        nt = int(c[C_NTASK])
+        counts = c[t.block.counts_at:t.block.counts_at + nt].copy()
+        return ops, _counts_only(counts)
+
+    def _recover(self, t: BatchTicket) -> tuple[OpTable, MatchOutput]:
+        """The batch stopped on a full pool, output or vertex array: finish it on the host
+        path (everything after it in flight skipped), then launch the skipped ones again."""
+        self.stream.synchronize()
+        with self.stream:
+            self._dev["dims"][D_STALL:D_STALL + 1].fill(0)
+        c, n = t.block.ctrl, len(t.batch)
+        buf = np.ascontiguousarray(t.block.inp[:, :n]).ravel()
+        ops = self.updater.resume(buf, n, int(c[C_RESUME]), int(c[C_NOUT]), relayout=False)
+        self.recoveries += 1
+        plans = self._plans
+        assert plans is not None
+        ei = np.flatnonzero((ops.op <= _DEL_E) & (ops.status == _APPLIED))
+        tasks = edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], plans.query_lo,
+                           plans.query_hi, np.full(self._nq, -1, np.int64))
+        self.ex._installed = self.stream.record()
+        out = self.ex.submit(self.view, plans, tasks).wait()  # type: ignore[arg-type]
+        for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
+            later.block.ctrl[C_DONE] = 0
+            self._launch(later)
+        return ops, out
+
+
+def _counts_only(counts: npt.NDArray[np.int64]) -> MatchOutput:
+    n = len(counts)
+    return MatchOutput(counts, np.zeros(n, np.int64), np.zeros(n + 1, np.int64),
+                       np.zeros((0, M), np.int32))
