@@ -59,6 +59,17 @@ class BatchTicket:
                  event: Any) -> None:
         self.pipe, self.block, self.batch, self.seq, self.event = pipe, block, batch, seq, event
         self.result: tuple[OpTable, MatchOutput] | None = None
+        self.marks: list[Any] = []
+
+    def kernel_seconds(self) -> list[float]:
+        """Device seconds of apply_step, build_units, match_step, collect_step (a timed
+        pipeline's tickets only)."""
+        from ._cuda import cupy_or_raise
+
+        cp = cupy_or_raise()
+        self.event.synchronize()
+        m = self.marks
+        return [cp.cuda.get_elapsed_time(m[i], m[i + 1]) / 1e3 for i in range(len(m) - 1)]
 
     @property
     def finished(self) -> bool:
@@ -113,6 +124,9 @@ class DevicePipeline:
         self._stride = 0
         self._dev: dict[str, Any] = {}
         self._stack: Any = None
+        #: launch the step's kernels one by one with events between them (benchmarks:
+        #: each ticket's ``kernel_seconds``), not the captured graph
+        self.timed = False
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
@@ -166,6 +180,17 @@ class DevicePipeline:
 
     def _capture(self, block: _Block) -> None:
         """Capture the block's four launches as one graph (pointers and sizes baked in)."""
+        args = self._step_args()
+        s = self.stream
+        with s:
+            s.begin_capture()
+            try:
+                self._launches(block, *args)
+            finally:
+                block.graph = s.end_capture()
+        block.key = self._key()
+
+    def _step_args(self) -> tuple[Any, ...]:
         u, ex = self.updater, self.ex
         plans = self._plans
         assert plans is not None
@@ -180,27 +205,26 @@ class DevicePipeline:
                                f"the pipeline's {self._stack.nbytes:,} stack bytes per warp")
         table, nb_level, nb_label = ex._plans_dev
         resolver = u.resolver_args()   # may allocate: not while capturing
-        s = self.stream
-        with s:
-            s.begin_capture()
-            try:
-                self._launches(block, resolver, table, nb_level, nb_label, levels, warps,
-                               split, least)
-            finally:
-                block.graph = s.end_capture()
-        block.key = self._key()
+        return resolver, table, nb_level, nb_label, levels, warps, split, least
 
     def _launches(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
-                  nb_label: Any, levels: int, warps: int, split: int, least: int) -> None:
+                  nb_label: Any, levels: int, warps: int, split: int, least: int,
+                  marks: list[Any] | None = None) -> None:
+        """The step's four kernels on the stream (captured, or timed with ``marks``)."""
         d, u, c, cap, null = self._dev, self.updater, self.ex.config, self._cap, np.uint64(0)
+        mark = (lambda: marks.append(self.stream.record())) if marks is not None else (
+            lambda: None)
+        mark()
         self._apply((1,), (1024,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
                                     *resolver))
+        mark()
         self._build((1,), (1024,), (
             block.ptr, d["dims"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
             u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), d["t_a"], d["t_b"], d["t_el"], d["t_k"], d["t_count"],
             d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], d["q_ctr"]))
+        mark()
         self._match(((warps + 3) // 4,), (128,), (
             d["dims"], d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], np.int32(0),
             np.int32(0), d["t_a"], d["t_b"], d["t_el"], d["t_k"], table, nb_level,
@@ -208,7 +232,9 @@ class DevicePipeline:
             self._stack, np.int64(self._stride), np.int64(levels), np.int64(warps),
             d["queue"], np.int32(len(d["queue"]) // 16), np.int32(0), np.int64(split),
             d["q_ctr"], np.int32(least), d["t_count"], null, null, null, null, null, null))
+        mark()
         self._collect((1,), (256,), (block.ptr, d["t_count"], np.int64(block.counts_at)))
+        mark()
 
     # -- batches ------------------------------------------------------------------------
     def submit(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
@@ -237,9 +263,14 @@ class DevicePipeline:
         return ticket
 
     def _launch(self, t: BatchTicket) -> None:
-        if t.block.key != self._key():
-            self._capture(t.block)
-        t.block.graph.launch(self.stream)
+        if self.timed:   # the same kernels, uncaptured, with an event after each
+            t.marks = []
+            with self.stream:
+                self._launches(t.block, *self._step_args(), marks=t.marks)
+        else:
+            if t.block.key != self._key():
+                self._capture(t.block)
+            t.block.graph.launch(self.stream)
         t.event = self.stream.record()
         self.launches += 1
 

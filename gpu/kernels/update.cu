@@ -107,26 +107,39 @@ __device__ long long find_alive(const Dev& g, long long off, long long n, long l
 
 // Copy the entries of [src, src + n) that a reader can still see (dt > w) to dst on, in
 // order; returns how many. dst <= src is safe: each chunk is read before it is written.
+#define UNROLL 4
+
+// Copies keep UNROLL chunks of 32 loads in flight before any store: the source and the
+// destination are the same arrays, so the compiler cannot hoist the next chunk's loads
+// above this chunk's stores, and a hub's version would cost one memory latency per 32
+// entries.
 __device__ long long copy_live(const Dev& g, long long src, long long n, long long dst,
                                long long w, int lane) {
     long long m = 0;
-    for (long long c = 0; c < n; c += 32) {
-        long long i = c + lane;
-        bool ok = false;
-        long long k = 0, t0 = 0, t1 = 0;
-        int el = 0;
-        if (i < n) {
-            t1 = g.dt[src + i];
-            ok = t1 > w;
-            if (ok) { k = g.key[src + i]; t0 = g.ct[src + i]; el = g.elab[src + i]; }
+    for (long long c = 0; c < n; c += 32 * UNROLL) {
+        long long k[UNROLL], t0[UNROLL], t1[UNROLL];
+        int el[UNROLL];
+        bool ok[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = c + 32 * u + lane;
+            ok[u] = false; k[u] = 0; t0[u] = 0; t1[u] = 0; el[u] = 0;
+            if (i < n) {
+                t1[u] = g.dt[src + i];
+                k[u] = g.key[src + i]; t0[u] = g.ct[src + i]; el[u] = g.elab[src + i];
+                ok[u] = t1[u] > w;
+            }
         }
-        unsigned mk = __ballot_sync(FULL, ok);
         __syncwarp();
-        if (ok) {
-            long long d = dst + m + __popc(mk & lanes_below(lane));
-            g.key[d] = k; g.ct[d] = t0; g.dt[d] = t1; g.elab[d] = el;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            unsigned mk = __ballot_sync(FULL, ok[u]);
+            if (ok[u]) {
+                long long d = dst + m + __popc(mk & lanes_below(lane));
+                g.key[d] = k[u]; g.ct[d] = t0[u]; g.dt[d] = t1[u]; g.elab[d] = el[u];
+            }
+            m += __popc(mk);
         }
-        m += __popc(mk);
         __syncwarp();
     }
     return m;
@@ -544,20 +557,32 @@ __device__ void build_version(const Dev& g, const Scratch& x, Shared& sh, int v,
         x.e_pos[e0 + j] = (int)(a - dst) + j;
     }
     __syncwarp();
-    // old entries move up by the new entries with a smaller key, top chunk first
-    for (long long top = L; top > 0; top -= 32) {
-        long long i = top - 32 + lane;
-        bool mine = i >= 0;
-        long long k0 = 0, t0 = 0, t1 = 0;
-        int l0 = 0, up = 0;
-        if (mine) {
-            k0 = g.key[dst + i]; t0 = g.ct[dst + i]; t1 = g.dt[dst + i]; l0 = g.elab[dst + i];
-            up = count_below(x.s_key, x.s_ct, e0, e0 + n_new, k0, 0, true);
+    // old entries move up by the new entries with a smaller key, top chunks first (all
+    // of a round's loads before its stores; higher rounds only wrote above `top`)
+    for (long long top = L; top > 0; top -= 32 * UNROLL) {
+        long long k0[UNROLL], t0[UNROLL], t1[UNROLL];
+        int l0[UNROLL], up[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = top - 32 * (u + 1) + lane;
+            up[u] = 0; k0[u] = 0; t0[u] = 0; t1[u] = 0; l0[u] = 0;
+            if (i >= 0) {
+                k0[u] = g.key[dst + i]; t0[u] = g.ct[dst + i]; t1[u] = g.dt[dst + i];
+                l0[u] = g.elab[dst + i];
+            }
         }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            if (top - 32 * (u + 1) + lane >= 0)
+                up[u] = count_below(x.s_key, x.s_ct, e0, e0 + n_new, k0[u], 0, true);
         __syncwarp();
-        if (mine && up) {
-            long long d = dst + i + up;
-            g.key[d] = k0; g.ct[d] = t0; g.dt[d] = t1; g.elab[d] = l0;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = top - 32 * (u + 1) + lane;
+            if (i >= 0 && up[u]) {
+                long long d = dst + i + up[u];
+                g.key[d] = k0[u]; g.ct[d] = t0[u]; g.dt[d] = t1[u]; g.elab[d] = l0[u];
+            }
         }
         __syncwarp();
     }
@@ -643,10 +668,12 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     sh.inpl[t] = 0;
     sh.tk[t] = 0;
     __syncthreads();
-    for (int k = 2; k <= TILE; k <<= 1) {
+    int span = 2;   // sort the next power of two above nt: the rest holds ~0 keys
+    while (span < nt) span <<= 1;
+    for (int k = 2; k <= span; k <<= 1) {
         for (int j = k >> 1; j > 0; j >>= 1) {
             int u = t ^ j;
-            if (u > t) {
+            if (u > t && u < span) {
                 unsigned long long ka = sh.skey[t], kb = sh.skey[u];
                 int ia = sh.sidx[t], ib = sh.sidx[u];
                 bool gt = ka > kb || (ka == kb && ia > ib);
