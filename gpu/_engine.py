@@ -154,9 +154,14 @@ class Engine:
         self._plan_set()
 
     def _plan_set(self) -> PlanSet:
-        """Packed at every (un)registration, so no batch pays for it."""
+        """Packed at every (un)registration, so no batch pays for it (nor for setting the
+        device pipeline up for it)."""
         if self._planset is None:
             self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
+            prepare = getattr(self.executor, "prepare_batches", None)
+            if prepare is not None and self._queries and not any(
+                    r.spec.list_matches for r in self._queries.values()):
+                prepare(self._planset)
         return self._planset
 
     def initial_at(self, qid: int, tick: int) -> BatchResult:

@@ -209,6 +209,11 @@ class GpuExecutor:
     def batches_in_flight(self) -> int:
         return self._pipeline.in_flight if self._pipeline is not None else 0
 
+    def prepare_batches(self, plans: PlanSet) -> None:
+        """Set the pipeline up for ``plans`` (called when the standing queries change)."""
+        if self._pipeline is not None:
+            self._pipeline.prepare(plans)
+
     def submit_batch(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
         """Resolve and match a raw batch of edge updates on the device (count mode, one
         task per applied edge update and query of ``plans``); returns at once."""

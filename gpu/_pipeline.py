@@ -115,7 +115,7 @@ class DevicePipeline:
         self._match = kernel("match", "match_step")
         self._collect = kernel("update", "collect_step")
         self._flight: deque[BatchTicket] = deque()
-        self._blocks: list[_Block] = []
+        self._blocks: list[_Block | None] = []
         self._next = 0
         self._seq = 0
         self._cap = 0
@@ -136,6 +136,10 @@ class DevicePipeline:
         return len(self._flight)
 
     # -- configuration ------------------------------------------------------------------
+    def prepare(self, plans: PlanSet) -> None:
+        """Allocate for ``plans`` now (query registration), not in the first batch."""
+        self._configure(plans, 1)
+
     def _configure(self, plans: PlanSet, n: int) -> None:
         """Buffers for ``plans`` and batches of ``n``; drains first if they change."""
         nq = len(plans.query_lo)
@@ -147,7 +151,8 @@ class DevicePipeline:
         while cap < n:
             cap *= 2
         self._cap, self._plans, self._nq = cap, plans, nq
-        self._blocks = [_Block(cap, nq) for _ in range(self.depth)]
+        # pinned and mapped host memory is slow to allocate: blocks come as batches need them
+        self._blocks = [None] * self.depth
         tasks = cap * max(nq, 1)
         pairs = cap * max(int((plans.query_hi - plans.query_lo).max()) if nq else 1, 1) * \
             max(nq, 1)
@@ -242,6 +247,8 @@ class DevicePipeline:
         n = len(batch)
         self._configure(plans, n)
         block = self._blocks[self._next]
+        if block is None:
+            block = self._blocks[self._next] = _Block(self._cap, self._nq)
         self._next = (self._next + 1) % len(self._blocks)
         if block.ticket is not None and block.ticket.result is None:
             self.take(block.ticket)
