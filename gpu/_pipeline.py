@@ -174,10 +174,11 @@ class DevicePipeline:
             }
             if self.updater._ocap < cap + 16:
                 self.updater._grow_out(cap + 16)
-        if self._stack is None:
+        if self._stack is None:   # sized by the device, not by what CuPy's pool holds now
             c = self.ex.config
-            nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
-            self._stack = cp.empty(max(nbytes // max(c.depth, 1), 1 << 20) // 8, cp.int64)
+            total = cp.cuda.runtime.memGetInfo()[1]
+            nbytes = c.stack_bytes // max(c.depth, 1) or min(2 << 30, total // 32)
+            self._stack = cp.empty(max(nbytes, 1 << 20) // 8, cp.int64)
         self.stream.synchronize()
 
     def _key(self) -> tuple[int, ...]:
