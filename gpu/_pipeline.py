@@ -48,6 +48,8 @@ D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_SIZE = range(5)
 SKIPPED = 4
 _OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
 _NO_HOLD = np.iinfo(np.int64).max
+#: batch capacity set up at registration (a larger batch drains and sets up again)
+_FIRST_CAP = 4096
 _APPLIED, _DEL_E = int(UpdateStatus.APPLIED), int(UpdateOp.DELETE_EDGE)
 M = MAX_QUERY_VERTICES
 
@@ -138,7 +140,7 @@ class DevicePipeline:
     # -- configuration ------------------------------------------------------------------
     def prepare(self, plans: PlanSet) -> None:
         """Allocate for ``plans`` now (query registration), not in the first batch."""
-        self._configure(plans, 1)
+        self._configure(plans, _FIRST_CAP)
 
     def _configure(self, plans: PlanSet, n: int) -> None:
         """Buffers for ``plans`` and batches of ``n``; drains first if they change."""
@@ -147,7 +149,7 @@ class DevicePipeline:
             return
         self.drain()
         cp = self.cp
-        cap = max(self._cap, 1024)
+        cap = max(self._cap, _FIRST_CAP)
         while cap < n:
             cap *= 2
         self._cap, self._plans, self._nq = cap, plans, nq
