@@ -118,6 +118,12 @@ def _big_dataset(edges: int, max_query: int = 5):  # type: ignore[no-untyped-def
     return cfg, generate(cfg)
 
 
+def _window(edges: int, window: int):  # type: ignore[no-untyped-def]
+    """The generated data set, its queries and the first ``window`` updates."""
+    _, ds = _big_dataset(edges)
+    return ds, [q for _, q in ds.queries], ds.stream.slice(0, window)
+
+
 def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
     cfg, ds = _big_dataset(edges)
     stream = ds.stream.slice(0, window)
@@ -155,9 +161,7 @@ def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
 def breakdown(edges: int, window: int) -> list[str]:
     """Where one batch's time goes on today's path (host updater, install, tasks and
     launch, wait and result), one batch at a time so that each phase is its own."""
-    cfg, ds = _big_dataset(edges)
-    qs = [q for _, q in ds.queries]
-    stream = ds.stream.slice(0, window)
+    ds, qs, stream = _window(edges, window)
     rows = ["The generated 1.2M-edge stream of the batch sweep, its 4 queries (3-5 "
             "vertices) standing, embeddings; one batch at a time (no pipelining); "
             "microseconds per batch, median over the batches.", "",
@@ -240,9 +244,7 @@ def pipeline(edges: int, window: int) -> list[str]:
     a time: the host's submit (id map, control block, one graph launch), the device's
     time for the whole step (resolve, units, matching, collection), and the host's
     result (reading the control block, building the BatchResult)."""
-    cfg, ds = _big_dataset(edges)
-    qs = [q for _, q in ds.queries]
-    stream = ds.stream.slice(0, window)
+    ds, qs, stream = _window(edges, window)
     rows = ["The stream and queries of the breakdown above, device-owned graph through the "
             "device pipeline (`ExecutorOptions(device_graph=True)`, count mode); one batch "
             "at a time; microseconds per batch, median over the batches.", "",
