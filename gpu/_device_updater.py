@@ -123,6 +123,17 @@ class DeviceUpdater:
     vcnt: Any
     vown: Any
     touched: Any
+    # the primitive updates' columns (``_OUT``, prefixed o_)
+    o_raw: Any
+    o_op: Any
+    o_a: Any
+    o_b: Any
+    o_src: Any
+    o_dst: Any
+    o_label: Any
+    o_tick: Any
+    o_status: Any
+    o_reason: Any
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
                  stream: Any = None, parallel: bool = True) -> None:
@@ -396,6 +407,11 @@ class DeviceUpdater:
         return {n: getattr(self, n)[:nv].get() for n in ("vlabel", "vdeg", "valive", "vext")}
 
 
+def _meta_word(i: int) -> property:
+    """A read-only int attribute of the view: meta word ``i`` as the device last wrote it."""
+    return property(lambda self: int(self.store.meta[i]))
+
+
 class DeviceGraphView:
     """The engine's handle on a device-owned graph: what :class:`HostGraph` offers the
     engine and the service (apply, load, sizes, watermark, alive edges, labels, external
@@ -420,25 +436,11 @@ class DeviceGraphView:
 
     copy_on_write = True   # the device never writes a published version in place
 
-    @property
-    def num_vertices(self) -> int:
-        return int(self.store.meta[M_NV])
-
-    @property
-    def num_edges(self) -> int:
-        return int(self.store.meta[M_NEDGES])
-
-    @property
-    def tick(self) -> int:
-        return int(self.store.meta[M_TICK])
-
-    @property
-    def pool_used(self) -> int:
-        return int(self.store.meta[M_POOL_USED])
-
-    @property
-    def garbage(self) -> int:
-        return int(self.store.meta[M_GARBAGE])
+    num_vertices = _meta_word(M_NV)
+    num_edges = _meta_word(M_NEDGES)
+    tick = _meta_word(M_TICK)
+    pool_used = _meta_word(M_POOL_USED)
+    garbage = _meta_word(M_GARBAGE)
 
     @property
     def reclaimed(self) -> int:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ._pipeline import BatchTicket
 
 #: op and status codes as plain ints: numpy compares them with arrays without the enum
-_DEL_E, _INS_V = int(UpdateOp.DELETE_EDGE), int(UpdateOp.INSERT_VERTEX)
+_INS_V = int(UpdateOp.INSERT_VERTEX)
 _APPLIED, _IGNORED, _REJECTED = (int(UpdateStatus.APPLIED), int(UpdateStatus.IGNORED),
                                  int(UpdateStatus.REJECTED))
 
@@ -159,8 +159,7 @@ class Engine:
         if self._planset is None:
             self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
             prepare = getattr(self.executor, "prepare_batches", None)
-            if prepare is not None and self._queries and not any(
-                    r.spec.list_matches for r in self._queries.values()):
+            if prepare is not None and self._queries and self._counting_only():
                 prepare(self._planset)
         return self._planset
 
@@ -218,9 +217,9 @@ class Engine:
         t0 = time.perf_counter()
         self._pending = [p for p in self._pending if p.reading]
         qids = tuple(self._queries)
+        specs = {q: r.spec for q, r in self._queries.items()}
+        scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
         if self._pipelined(batch, qids):
-            specs = {q: r.spec for q, r in self._queries.items()}
-            scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
             ticket = self.executor.submit_batch(batch, self._plan_set())  # type: ignore[attr-defined]
             pending = PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
                                    first_tick=0, t0=t0, t1=time.perf_counter())
@@ -236,10 +235,7 @@ class Engine:
         self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
         ops = self.graph.apply(batch)
         self.executor.on_update(self.graph, ops)
-        specs = {q: r.spec for q, r in self._queries.items()}
-        scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
-        edge = (ops.op <= _DEL_E) & (ops.status == _APPLIED)   # edge ops are 0 and 1
-        ei = np.flatnonzero(edge)
+        ei = ops.applied_edges()
         ticket, ntasks = None, 0
         if qids and len(ei):
             ps = self._plan_set()
@@ -258,7 +254,11 @@ class Engine:
         the rest takes the host path, which builds tasks and listings on the host)."""
         return (bool(qids) and len(batch) > 0 and getattr(self.executor, "pipelined", False)
                 and self._hold is None and int(batch.op.max()) < _INS_V
-                and not any(r.spec.list_matches for r in self._queries.values()))
+                and self._counting_only())
+
+    def _counting_only(self) -> bool:
+        """No standing query lists its matches (the device pipeline counts only)."""
+        return not any(r.spec.list_matches for r in self._queries.values())
 
     def hold_versions(self, tick: int | None) -> None:
         """Keep the graph readable at ``tick`` and later (None: no hold): entries deleted
@@ -282,8 +282,7 @@ class Engine:
             if q not in self._queries:
                 raise UnknownQueryError(f"no query with id {q}")
         ops = past.ops
-        edge = (ops.op <= _DEL_E) & (ops.status == _APPLIED)
-        ei = np.flatnonzero(edge)
+        ei = ops.applied_edges()
         counts = np.zeros((len(ops), len(query_ids)), np.int64)
         specs = {q: self._queries[q].spec for q in query_ids}
         listings = {q: Listing.empty(s.query.n) for q, s in specs.items() if s.list_matches}
@@ -317,7 +316,7 @@ class Engine:
         out = None
         if p.ops is None:   # the device pipeline resolved it
             p.ops, out = p.ticket.wait()  # type: ignore[union-attr, misc]
-            p.ei = np.flatnonzero((p.ops.op <= _DEL_E) & (p.ops.status == _APPLIED))
+            p.ei = p.ops.applied_edges()
             p.ntasks = len(p.ei) * len(p.qids)
         ops, ei, qids = p.ops, p.ei, p.qids
         assert ei is not None

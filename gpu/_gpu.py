@@ -289,6 +289,18 @@ class GpuExecutor:
         out[[0, 1, 3], -1] = 0
         return out
 
+    def warp_limits(self, split: int, stack: int, per_warp: int,
+                    stride: int) -> tuple[int, int]:
+        """Warps a match launch keeps (to take split-off sub-tasks) and may have at most:
+        resident warps per SM, and rows of ``per_warp`` int64s each in ``stack``."""
+        c = self.config
+        least = self.sm_count * c.min_warps_per_sm if split else 1
+        most = min(self.sm_count * c.warps_per_sm, stack // per_warp)
+        if most < 1:
+            raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
+                               f"{stack * 8:,} stack bytes a match launch has")
+        return least, most
+
     @staticmethod
     def _stride(graph: HostGraph) -> int:
         """Row length: the longest version now, with headroom for versions that later
@@ -306,16 +318,12 @@ class GpuExecutor:
         npairs = units.shape[1] - 1
         nu = int(units[2, -1])   # slices
         per_warp = (levels + 1) * stride
-        c = self.config
         split = self._split_cycles if reads is None else 0   # exact debug access counts
-        least = self.sm_count * c.min_warps_per_sm if split else 1
-        most = self.sm_count * c.warps_per_sm
+        least, most = self.warp_limits(split, len(slot.stack), per_warp, stride)
         if any(s.ticket is not None and not s.ticket.ready for s in self._slots if s is not slot):
-            most //= 2   # other batches in flight: leave them room to start
-        warps = min(most, len(slot.stack) // per_warp, max(nu, least))
-        if warps < 1:
-            raise BackendError(f"a neighbour array of {stride:,} entries needs more than the "
-                               f"stack_bytes/depth of device memory per warp")
+            # other batches in flight: leave them room to start
+            most = min(most, self.sm_count * self.config.warps_per_sm // 2)
+        warps = min(most, max(nu, least))
         ints = np.concatenate([units.ravel(), tasks.a, tasks.b, tasks.label]).astype(np.int32)
         n, w = len(tasks), npairs + 1
         du = cp.asarray(ints)

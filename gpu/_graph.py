@@ -35,7 +35,7 @@ from ._graph_merge import merge_pending, order_pending
 from ._graph_pending import Pending
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
-from ._types import INF_TICK, UpdateBatch
+from ._types import INF_TICK, UpdateBatch, UpdateOp, UpdateStatus
 
 __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 
@@ -65,6 +65,11 @@ class OpTable:
 
     def __len__(self) -> int:
         return len(self.raw)
+
+    def applied_edges(self) -> npt.NDArray[np.int64]:
+        """Indices of the applied edge updates (ops 0 and 1): the ones that are matched."""
+        return np.flatnonzero((self.op <= int(UpdateOp.DELETE_EDGE))
+                              & (self.status == int(UpdateStatus.APPLIED)))
 
 
 class HostGraph:

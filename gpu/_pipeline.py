@@ -32,7 +32,7 @@ from ._device_updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
 from ._executor import MatchOutput, edge_tasks
 from ._graph import OpTable
 from ._planner import PlanSet, level2_sources
-from ._types import MAX_QUERY_VERTICES, UpdateBatch, UpdateOp, UpdateStatus
+from ._types import MAX_QUERY_VERTICES, UpdateBatch
 from .exceptions import BackendError
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ _OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
 _NO_HOLD = np.iinfo(np.int64).max
 #: batch capacity set up at registration (a larger batch drains and sets up again)
 _FIRST_CAP = 4096
-_APPLIED, _DEL_E = int(UpdateStatus.APPLIED), int(UpdateOp.DELETE_EDGE)
 M = MAX_QUERY_VERTICES
 
 
@@ -66,9 +65,7 @@ class BatchTicket:
     def kernel_seconds(self) -> list[float]:
         """Device seconds of apply_step, build_units, match_step, collect_step (a timed
         pipeline's tickets only)."""
-        from ._cuda import cupy_or_raise
-
-        cp = cupy_or_raise()
+        cp = self.pipe.cp
         self.event.synchronize()
         m = self.marks
         return [cp.cuda.get_elapsed_time(m[i], m[i + 1]) / 1e3 for i in range(len(m) - 1)]
@@ -156,8 +153,7 @@ class DevicePipeline:
         # pinned and mapped host memory is slow to allocate: blocks come as batches need them
         self._blocks = [None] * self.depth
         tasks = cap * max(nq, 1)
-        pairs = cap * max(int((plans.query_hi - plans.query_lo).max()) if nq else 1, 1) * \
-            max(nq, 1)
+        pairs = cap * max(int((plans.query_hi - plans.query_lo).sum()), 1)   # all plans
         with self.stream:
             self.ex._upload_plans(plans)
             self._dev = {
@@ -202,15 +198,10 @@ class DevicePipeline:
         u, ex = self.updater, self.ex
         plans = self._plans
         assert plans is not None
-        c = ex.config
         levels = int(plans.n.max())
-        per_warp = (levels + 1) * self._stride
         split = ex._split_cycles
-        least = ex.sm_count * c.min_warps_per_sm if split else 1
-        warps = min(ex.sm_count * c.warps_per_sm, len(self._stack) // per_warp)
-        if warps < 1:
-            raise BackendError(f"a neighbour array of {self._stride:,} entries needs more than "
-                               f"the pipeline's {self._stack.nbytes:,} stack bytes per warp")
+        least, warps = ex.warp_limits(split, len(self._stack), (levels + 1) * self._stride,
+                                      self._stride)
         table, nb_level, nb_label = ex._plans_dev
         resolver = u.resolver_args()   # may allocate: not while capturing
         return resolver, table, nb_level, nb_label, levels, warps, split, least
@@ -327,7 +318,7 @@ class DevicePipeline:
         self.recoveries += 1
         plans = self._plans
         assert plans is not None
-        ei = np.flatnonzero((ops.op <= _DEL_E) & (ops.status == _APPLIED))
+        ei = ops.applied_edges()
         tasks = edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], plans.query_lo,
                            plans.query_hi, np.full(self._nq, -1, np.int64))
         self.ex._installed = self.stream.record()
