@@ -36,6 +36,7 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
  M_NOUT, M_CODE, M_LAUNCH, M_SIZE) = range(13)
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
+_W_MINCHUNK = 8   # kernels/update.cu W_MINCHUNK
 
 
 @nb.njit(cache=True, nogil=True)
@@ -92,7 +93,11 @@ class DeviceUpdater:
                      ("e_dt", np.int64, 2), ("b_key", np.int64, 2), ("b_lab", np.int32, 2),
                      ("b_ct", np.int64, 2), ("b_dt", np.int64, 2), ("s_key", np.int64, 2),
                      ("s_lab", np.int32, 2), ("s_ct", np.int64, 2), ("s_dt", np.int64, 2),
-                     ("e_pos", np.int32, 2))
+                     ("own_src", np.int64, 2), ("own_n0", np.int32, 2),
+                     ("own_dst", np.int64, 2), ("own_cap", np.int32, 2),
+                     ("own_item", np.int32, 2), ("own_done", np.int32, 2),
+                     ("item_owner", np.int32, 66), ("cnt", np.int32, 66),
+                     ("gw", np.uint64, 0))   # the grid's words (kernels/update.cu W_*)
     _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
             ("status", np.int8), ("reason", np.int8))
@@ -136,13 +141,16 @@ class DeviceUpdater:
     o_reason: Any
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
-                 stream: Any = None, parallel: bool = True) -> None:
+                 stream: Any = None, parallel: bool = True, chunk: int = 128) -> None:
         self.cp = cp = cupy_or_raise()
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         #: resolve edge-only tiles in parallel (``apply_batch``) or every update on one warp
         self.parallel = parallel
         self._apply = kernel("update", "apply_batch" if parallel else "apply_updates")
         self._compact = kernel("update", "compact_pool")
+        #: blocks of the parallel resolver: one per SM (its grid barriers need every block
+        #: resident, and one block of TILE threads fills an SM's share it may take)
+        self.grid = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         self.ids = IdMap(vertex_capacity)
         self.n_slots = 0
         self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
@@ -156,6 +164,9 @@ class DeviceUpdater:
         self.generation = 0
         with self.stream:
             self._tile_scratch()
+            #: entries of an old version one warp copies at least (a multiple of 128; the
+            #: kernel raises it on tiles whose versions would make too many chunks)
+            self._tiles["gw"][_W_MINCHUNK] = chunk
             self._alloc_pool(max(16, pool_capacity))
             self._vcap = 0
             self._grow_vertices(max(16, vertex_capacity))
@@ -199,7 +210,7 @@ class DeviceUpdater:
 
     def _tile_scratch(self) -> None:
         self.generation += 1
-        self._tiles = {name: self.cp.zeros(k * self._TILE + 1, dt)
+        self._tiles = {name: self.cp.zeros(k * self._TILE + 16, dt)   # k tiles and a few words
                        for name, dt, k in self._TILE_SCRATCH}
         self._scratch_ptrs = None
 
@@ -340,7 +351,7 @@ class DeviceUpdater:
 
     def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
         args = self.resolver_args()
-        self._apply((1,), (self._TILE if self.parallel else 32,), (
+        self._apply((self.grid if self.parallel else 1,), (self._TILE if self.parallel else 32,), (
             np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
             dbuf[2 * n:3 * n], dbuf[3 * n:], *(args if self.parallel else args[:-1])))
 

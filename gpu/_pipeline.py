@@ -214,7 +214,7 @@ class DevicePipeline:
         mark = (lambda: marks.append(self.stream.record())) if marks is not None else (
             lambda: None)
         mark()
-        self._apply((1,), (1024,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
+        self._apply((u.grid,), (1024,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
                                     *resolver))
         mark()
         self._build((1,), (1024,), (

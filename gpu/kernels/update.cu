@@ -466,8 +466,24 @@ struct Scratch {   // device memory the host allocates with the graph
     int* e_owner; long long* e_key; int* e_lab; long long* e_ct; long long* e_dt;   // 2 * TILE
     long long* b_key; int* b_lab; long long* b_ct; long long* b_dt;   // bucketed, 2 * TILE
     long long* s_key; int* s_lab; long long* s_ct; long long* s_dt;   // sorted, 2 * TILE
-    int* e_pos;          // 2 * TILE
+    // step 5 on the grid: owner q's old version, new one and items (chunks of its old
+    // version), the live entries of each item, finished chunks per owner
+    long long* own_src; int* own_n0; long long* own_dst; int* own_cap;   // 2 * TILE
+    int* own_item;       // 2 * TILE + 1: owner q's items start at own_item[q]
+    int* own_done;       // 2 * TILE
+    int* item_owner; int* cnt;   // ITEMS
+    unsigned long long* gw;      // the grid's words (W_*)
 };
+// items per tile at most: the chunk grows with the tile's version lengths to keep it
+#define ITEMS (66 * TILE)
+#define MAX_LONG_ITEMS (64 * TILE)
+// the grid's words: the tile's state for every block (two, by the parity of the round: a
+// round without step 5 has one barrier, and block 0 writes the next round's state while
+// the others may still read this one's), step 5's sizes, the longest version built, the
+// watermark, the barrier; the host's least chunk (entries, rounded up to SUB)
+enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_GEN,
+       W_MINCHUNK, W_SIZE };
+enum { T_BUILD = 0, T_NEXT, T_STOP };
 
 struct Shared {
     unsigned long long skey[TILE];
@@ -478,31 +494,33 @@ struct Shared {
     signed char st[TILE];
     signed char inpl[TILE];
     int wsum[NWARPS];
+    long long wsum_ll[NWARPS];
     State s;
     unsigned long long pool_used, garbage;
     long long lensum, maxlen;
     int n_owners, code, vertex_ops;
 };
 
-__device__ int block_scan(int v, int* wsum, int* total) {
+template <typename T>
+__device__ T block_scan(T v, T* wsum, T* total) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    int x = v;
+    T x = v;
     for (int d = 1; d < 32; d <<= 1) {
-        int y = __shfl_up_sync(FULL, x, d);
+        T y = __shfl_up_sync(FULL, x, d);
         if (lane >= d) x += y;
     }
     if (lane == 31) wsum[w] = x;
     __syncthreads();
     if (w == 0) {
-        int y = lane < NWARPS ? wsum[lane] : 0;
+        T y = lane < NWARPS ? wsum[lane] : 0;
         for (int d = 1; d < 32; d <<= 1) {
-            int z = __shfl_up_sync(FULL, y, d);
+            T z = __shfl_up_sync(FULL, y, d);
             if (lane >= d) y += z;
         }
         if (lane < NWARPS) wsum[lane] = y;
     }
     __syncthreads();
-    int excl = x - v + (w > 0 ? wsum[w - 1] : 0);
+    T excl = x - v + (w > 0 ? wsum[w - 1] : 0);
     *total = wsum[NWARPS - 1];
     __syncthreads();
     return excl;
@@ -532,82 +550,196 @@ __device__ __forceinline__ int count_below(const long long* key, const long long
     return a - lo;
 }
 
-// One warp builds v's new version from its live entries and its n_new sorted new entries
-// (s_* [e0, e0 + n_new)); returns the new length.
-__device__ void build_version(const Dev& g, const Scratch& x, Shared& sh, int v, int e0,
-                              int n_new, long long watermark, int lane) {
-    long long o0 = g.off[v], n0 = g.len[v];
-    long long ub = n0 + n_new;
-    long long c = ub + max(4LL, ub >> 3);
-    long long dst = 0;
-    if (lane == 0) {
-        dst = (long long)atomicAdd(&sh.pool_used, (unsigned long long)c);
-        atomicAdd(&sh.garbage, (unsigned long long)g.cap[v]);
-    }
-    dst = __shfl_sync(FULL, dst, 0);
-    long long L = copy_live(g, o0, n0, dst, watermark, lane);
-    // where each new entry goes: after the old entries with key <= its key
-    for (int j = lane; j < n_new; j += 32) {
-        long long k = x.s_key[e0 + j];
-        long long a = dst, b = dst + L;
-        while (a < b) {
-            long long mid = (a + b) >> 1;
-            if (g.key[mid] <= k) a = mid + 1; else b = mid;
+// Step 5 runs on every block of the grid (DCSM Fig. 43 with the copies spread wide): the
+// front lists each owner's old version in chunks of `chunk` entries (items); phase A sorts
+// each owner's new entries (the warp of its first item) and counts the live entries of
+// every chunk of a version longer than one chunk; phase B writes each chunk's live entries
+// and the new entries that fall in it straight to their final places in the new version:
+//   old entry i: (live entries before i) + (new entries with a smaller key)
+//   new entry j: j + (live entries with key <= its key)
+// so old entries come before new ones on equal keys, as the host's upper-bound insertion
+// places them, and a hub's version is built by many warps, one pass over its entries.
+#define SUB (32 * UNROLL)
+
+// The owner and the chunk of item it.
+__device__ __forceinline__ void item_of(const Scratch& x, int it, int& q, int& ci, int& nch) {
+    q = x.item_owner[it];
+    int first = x.own_item[q];
+    ci = it - first;
+    nch = x.own_item[q + 1] - first;
+}
+
+// Phase A for item it (one warp).
+__device__ void sort_and_count(const Dev& g, const Scratch& x, long long chunk, long long w,
+                               int it, int lane) {
+    int q, ci, nch;
+    item_of(x, it, q, ci, nch);
+    if (ci == 0) {   // rank the owner's new entries by (key, creation tick)
+        int e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
+        for (int j = lane; j < k; j += 32) {
+            long long kj = x.b_key[e0 + j], cj = x.b_ct[e0 + j];
+            int rk = 0;
+            for (int m = 0; m < k; ++m) {
+                long long km = x.b_key[e0 + m];
+                rk += km < kj || (km == kj && x.b_ct[e0 + m] < cj);
+            }
+            x.s_key[e0 + rk] = kj; x.s_lab[e0 + rk] = x.b_lab[e0 + j];
+            x.s_ct[e0 + rk] = cj; x.s_dt[e0 + rk] = x.b_dt[e0 + j];
         }
-        x.e_pos[e0 + j] = (int)(a - dst) + j;
     }
-    __syncwarp();
-    // old entries move up by the new entries with a smaller key, top chunks first (all
-    // of a round's loads before its stores; higher rounds only wrote above `top`)
-    for (long long top = L; top > 0; top -= 32 * UNROLL) {
-        long long k0[UNROLL], t0[UNROLL], t1[UNROLL];
-        int l0[UNROLL], up[UNROLL];
+    if (nch == 1) return;
+    long long src = x.own_src[q], n0 = x.own_n0[q];
+    long long cs = (long long)ci * chunk, ce = min(n0, cs + chunk);
+    int c = 0;
+    for (long long s0 = cs; s0 < ce; s0 += SUB) {
+        long long t1[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            long long i = top - 32 * (u + 1) + lane;
-            up[u] = 0; k0[u] = 0; t0[u] = 0; t1[u] = 0; l0[u] = 0;
-            if (i >= 0) {
-                k0[u] = g.key[dst + i]; t0[u] = g.ct[dst + i]; t1[u] = g.dt[dst + i];
-                l0[u] = g.elab[dst + i];
+            long long i = s0 + 32 * u + lane;
+            t1[u] = i < ce ? g.dt[src + i] : w;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) c += t1[u] > w;
+    }
+    c = __reduce_add_sync(FULL, c);
+    if (lane == 0) x.cnt[it] = c;
+}
+
+// Publish v's new version (one lane): entries first (the caller fenced), then the words.
+__device__ __forceinline__ void publish_built(const Dev& g, unsigned long long* gw, int v,
+                                              long long dst, long long m, int c) {
+    g.off[v] = dst; g.len[v] = (int)m; g.cap[v] = c;
+    g.vbatch[v] = -1;   // published now: later writes need a fresh copy
+    atomicMax(gw + W_MAXLEN, (unsigned long long)m);
+    g.seg[v] = (dst << SEG_BITS) | m;
+}
+
+// Phase B for item it (one warp).
+__device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* gw,
+                            long long chunk, long long w, int it, int lane) {
+    int q, ci, nch;
+    item_of(x, it, q, ci, nch);
+    int v = x.owners[q], e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
+    long long src = x.own_src[q], n0 = x.own_n0[q], dst = x.own_dst[q];
+    long long cs = (long long)ci * chunk, ce = min(n0, cs + chunk);
+    long long prefix = 0;   // live entries of the chunks before this one
+    if (nch > 1) {
+        int p = 0;
+        for (int r = x.own_item[q] + lane; r < it; r += 32) p += x.cnt[r];
+        prefix = __reduce_add_sync(FULL, p);
+    }
+    // the new entries whose upper bound lies in this chunk: key >= key[cs - 1] (not the
+    // first chunk) and key < key[ce - 1] (not the last)
+    int jc = 0;
+    if (ci > 0) {
+        long long kb = g.key[src + cs - 1];
+        int a = 0, b = k;
+        while (a < b) {
+            int mid = (a + b) >> 1;
+            if (x.s_key[e0 + mid] < kb) a = mid + 1; else b = mid;
+        }
+        jc = a;
+    }
+    bool last_chunk = ci == nch - 1;
+    long long run = 0;
+    for (long long s0 = cs;; s0 += SUB) {
+        long long s1 = min(ce, s0 + SUB);
+        bool last_sub = s1 >= ce;
+        long long k0[UNROLL], t0[UNROLL], t1[UNROLL];
+        int l0[UNROLL];
+        bool ok[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = s0 + 32 * u + lane;
+            ok[u] = false; k0[u] = 0; t0[u] = 0; t1[u] = 0; l0[u] = 0;
+            if (i < s1) {
+                t1[u] = g.dt[src + i];
+                k0[u] = g.key[src + i]; t0[u] = g.ct[src + i]; l0[u] = g.elab[src + i];
+                ok[u] = t1[u] > w;
+            }
+        }
+        // new entries placed in this sub-chunk
+        int jend = k;
+        if (!(last_sub && last_chunk)) {
+            long long lim = g.key[src + s1 - 1];
+            int a = jc, b = k;
+            while (a < b) {
+                int mid = (a + b) >> 1;
+                if (x.s_key[e0 + mid] < lim) a = mid + 1; else b = mid;
+            }
+            jend = a;
+        }
+        for (; jc < jend; ++jc) {
+            long long kj = x.s_key[e0 + jc];
+            int c = 0;
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) c += ok[u] && k0[u] <= kj;
+            c = __reduce_add_sync(FULL, c);
+            if (lane == 0) {
+                long long d = dst + jc + prefix + run + c;
+                g.key[d] = kj; g.elab[d] = x.s_lab[e0 + jc];
+                g.ct[d] = x.s_ct[e0 + jc]; g.dt[d] = x.s_dt[e0 + jc];
             }
         }
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-            if (top - 32 * (u + 1) + lane >= 0)
-                up[u] = count_below(x.s_key, x.s_ct, e0, e0 + n_new, k0[u], 0, true);
-        __syncwarp();
-#pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            long long i = top - 32 * (u + 1) + lane;
-            if (i >= 0 && up[u]) {
-                long long d = dst + i + up[u];
+            unsigned mk = __ballot_sync(FULL, ok[u]);
+            if (ok[u]) {
+                int up = k ? count_below(x.s_key, x.s_ct, e0, e0 + k, k0[u], 0, true) : 0;
+                long long d = dst + prefix + run + __popc(mk & lanes_below(lane)) + up;
                 g.key[d] = k0[u]; g.ct[d] = t0[u]; g.dt[d] = t1[u]; g.elab[d] = l0[u];
             }
+            run += __popc(mk);
         }
-        __syncwarp();
+        if (last_sub) break;
     }
-    for (int j = lane; j < n_new; j += 32) {
-        long long d = dst + x.e_pos[e0 + j];
-        g.key[d] = x.s_key[e0 + j]; g.elab[d] = x.s_lab[e0 + j];
-        g.ct[d] = x.s_ct[e0 + j]; g.dt[d] = x.s_dt[e0 + j];
-    }
-    long long m = L + n_new;
     __threadfence();   // every lane's entries before the word that points at them
     __syncwarp();
-    if (lane == 0) {
-        g.off[v] = dst; g.len[v] = (int)m; g.cap[v] = (int)c;
-        g.vbatch[v] = -1;   // published now: later writes need a fresh copy
-        atomicMax((unsigned long long*)&sh.maxlen, (unsigned long long)m);
-        g.seg[v] = (dst << SEG_BITS) | m;
+    if (nch == 1) {
+        if (lane == 0) publish_built(g, gw, v, dst, run + k, x.own_cap[q]);
+    } else {
+        int done = 0;
+        if (lane == 0) done = atomicAdd(x.own_done + q, 1) == nch - 1;
+        done = __shfl_sync(FULL, done, 0);
+        if (done) {   // the last chunk to finish publishes: every chunk has fenced
+            __threadfence();
+            int p = 0;
+            for (int r = x.own_item[q] + lane; r < x.own_item[q] + nch; r += 32) p += x.cnt[r];
+            long long m = __reduce_add_sync(FULL, p) + k;
+            if (lane == 0) publish_built(g, gw, v, dst, m, x.own_cap[q]);
+        }
     }
     __syncwarp();
+}
+
+// Every block's threads wait here for every other block's (the grid holds at most one
+// block per SM and each SM fits one, so all are resident once other kernels' blocks
+// retire). Stores before it are visible after it on every block (cooperative groups'
+// grid sync: block barrier, fence, arrive, spin, fence, block barrier).
+__device__ void grid_sync(unsigned long long* gw) {
+    __syncthreads();
+    if (gridDim.x == 1) return;
+    if (threadIdx.x == 0) {
+        volatile unsigned long long* gen = gw + W_GEN;
+        unsigned long long g0 = *gen;
+        __threadfence();
+        if (atomicAdd(gw + W_ARRIVED, 1ULL) == gridDim.x - 1) {
+            atomicExch(gw + W_ARRIVED, 0ULL);
+            __threadfence();
+            atomicAdd(gw + W_GEN, 1ULL);
+        } else {
+            while (*gen == g0) __nanosleep(20);
+        }
+        __threadfence();
+    }
+    __syncthreads();
 }
 
 // Resolve the edge-only tile [t0, t0 + nt) in parallel; returns DONE or what is full.
 __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh,
                         const int* ops, const int* sx, const int* sy, const int* lab,
                         long long t0, int nt, long long n_out) {
-    int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    int t = threadIdx.x;
     long long stamp = (sh.s.launch << 24) + (t0 / TILE) * 2;   // two per tile, unique
     bool mine = t < nt;
     long long i = t0 + t;
@@ -750,7 +882,8 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
-    // 5. bucket the new entries by owner, then one warp per owner sorts and builds
+    // 5. bucket the new entries by owner; list each owner's old version in chunks and give
+    //    it fresh space (the grid sorts, counts and builds after this front: step 5 above)
     int no = sh.n_owners;
     int c_a = 2 * t < no ? x.vcnt[x.owners[2 * t]] : 0;
     int c_b = 2 * t + 1 < no ? x.vcnt[x.owners[2 * t + 1]] : 0;
@@ -768,21 +901,40 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
         x.b_key[pos] = x.e_key[e]; x.b_lab[pos] = x.e_lab[e];
         x.b_ct[pos] = x.e_ct[e]; x.b_dt[pos] = x.e_dt[e];
     }
+    const long long per = (long long)SUB * MAX_LONG_ITEMS;
+    long long least = ((long long)x.gw[W_MINCHUNK] + SUB - 1) / SUB;
+    long long chunk = SUB * max(max(1LL, least), (sh.lensum + per - 1) / per);
+    long long cq[2] = {0, 0};
+    int nq[2] = {0, 0};
+    for (int side = 0; side < 2; ++side) {
+        int q = 2 * t + side;
+        if (q >= no) continue;
+        long long n0 = g.len[x.owners[q]];
+        long long ub = n0 + (x.bucket[q + 1] - x.bucket[q]);
+        cq[side] = ub + max(4LL, ub >> 3);
+        nq[side] = n0 > chunk ? (int)((n0 + chunk - 1) / chunk) : 1;
+    }
+    long long c_tot = 0;
+    int n_items = 0;
+    long long cbase = block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
+    int ibase = block_scan(nq[0] + nq[1], sh.wsum, &n_items);
+    for (int side = 0; side < 2; ++side) {
+        int q = 2 * t + side;
+        if (q >= no) continue;
+        int v = x.owners[q];
+        long long d = (long long)sh.pool_used + cbase + (side ? cq[0] : 0);
+        int first = ibase + (side ? nq[0] : 0);
+        x.own_src[q] = g.off[v]; x.own_n0[q] = g.len[v]; x.own_dst[q] = d;
+        x.own_cap[q] = (int)cq[side]; x.own_item[q] = first; x.own_done[q] = 0;
+        for (int r = 0; r < nq[side]; ++r) x.item_owner[first + r] = q;
+        atomicAdd(&sh.garbage, (unsigned long long)g.cap[v]);
+    }
     __syncthreads();
-    for (int q = w; q < no; q += NWARPS) {
-        int u = x.owners[q], e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
-        for (int j = lane; j < k; j += 32) {   // rank by (key, creation tick)
-            long long kj = x.b_key[e0 + j], cj = x.b_ct[e0 + j];
-            int rk = 0;
-            for (int m = 0; m < k; ++m) {
-                long long km = x.b_key[e0 + m];
-                rk += km < kj || (km == kj && x.b_ct[e0 + m] < cj);
-            }
-            x.s_key[e0 + rk] = kj; x.s_lab[e0 + rk] = x.b_lab[e0 + j];
-            x.s_ct[e0 + rk] = cj; x.s_dt[e0 + rk] = x.b_dt[e0 + j];
-        }
-        __syncwarp();
-        build_version(g, x, sh, u, e0, k, sh.s.watermark, lane);
+    if (t == 0) {
+        x.own_item[no] = n_items;
+        sh.pool_used += (unsigned long long)c_tot;
+        x.gw[W_ITEMS] = n_items;
+        x.gw[W_CHUNK] = chunk;
     }
     // 6. the tile's primitive updates, one per raw update
     if (mine) {
@@ -818,14 +970,17 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     o_dst, o_el, o_tick, o_status, o_reason, out_cap, touched, nbr, nbr_ext, order, meta, \
     scratch_ptrs
 
-// The block resolver of apply_batch; returns the code (every thread). `hold` >= 0: the
+// The resolver of apply_batch and apply_step; returns the code (every thread of block 0).
+// Block 0 resolves each tile (the front); for an edge-only tile every block then builds
+// the new versions (step 5), with grid barriers between the phases. `hold` >= 0: the
 // pipeline's watermark, min(tick before the batch, hold - 1): matching of earlier batches
 // has finished in stream order, so only a host hold keeps older entries.
-__device__ int resolve_block(long long i0, long long n_out0, long long n, const int* ops,
-                             const int* sx, const int* sy, const int* lab, long long hold,
-                             APPLY_ARGS) {
+__device__ int resolve_grid(long long i0, long long n_out0, long long n, const int* ops,
+                            const int* sx, const int* sy, const int* lab, long long hold,
+                            APPLY_ARGS) {
     __shared__ Shared sh;
     int t = threadIdx.x, lane = t & 31;
+    bool lead = blockIdx.x == 0;
     Dev g{key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, vslot, vext,
           vpub, slot_vid, slot_ext, pool_cap, vcap};
     Out o{o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason, out_cap};
@@ -834,8 +989,10 @@ __device__ int resolve_block(long long i0, long long n_out0, long long n, const 
               (int*)p[6], (long long*)p[7], (int*)p[8], (long long*)p[9], (long long*)p[10],
               (long long*)p[11], (int*)p[12], (long long*)p[13], (long long*)p[14],
               (long long*)p[15], (int*)p[16], (long long*)p[17], (long long*)p[18],
-              (int*)p[19]};
-    if (t == 0) {
+              (long long*)p[19], (int*)p[20], (long long*)p[21], (int*)p[22], (int*)p[23],
+              (int*)p[24], (int*)p[25], (int*)p[26], (unsigned long long*)p[27]};
+    volatile unsigned long long* vw = x.gw;
+    if (lead && t == 0) {
         sh.s = load_meta(meta);
         if (hold >= 0) {
             sh.s.watermark = min(sh.s.tick, hold - 1);
@@ -845,58 +1002,83 @@ __device__ int resolve_block(long long i0, long long n_out0, long long n, const 
         sh.garbage = (unsigned long long)sh.s.garbage;
         sh.maxlen = sh.s.maxlen;
         sh.n_owners = 0;
+        x.gw[W_MAXLEN] = 0;
     }
     __syncthreads();
     long long i = i0, n_out = n_out0;
     int code = DONE;
-    while (i < n) {
-        int nt = (int)min((long long)TILE, n - i);
-        if (t == 0) sh.vertex_ops = 0;
-        __syncthreads();
-        if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
-        __syncthreads();
-        if (sh.vertex_ops) {   // the sequential resolver, on warp 0
-            if (t < 32) {
-                State s = sh.s;
-                s.pool_used = (long long)sh.pool_used;
-                s.garbage = (long long)sh.garbage;
-                s.maxlen = max(s.maxlen, sh.maxlen);
-                long long ii = i, no = n_out;
-                int c = seq_resolve(g, o, ops, sx, sy, lab, ii, i + nt, no, s, touched, nbr,
-                                    nbr_ext, order, lane);
-                if (lane == 0) {
-                    sh.s = s;
-                    sh.pool_used = (unsigned long long)s.pool_used;
-                    sh.garbage = (unsigned long long)s.garbage;
-                    sh.maxlen = s.maxlen;
-                    sh.code = c;
-                    sh.skey[0] = (unsigned long long)ii;
-                    sh.skey[1] = (unsigned long long)no;
+    int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = gridDim.x * NWARPS;
+    for (int round = 0;; ++round) {
+        if (lead) {
+            int state = T_STOP;
+            int nt = (int)min((long long)TILE, n - i);
+            if (t == 0) sh.vertex_ops = 0;
+            __syncthreads();
+            if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
+            __syncthreads();
+            if (i >= n) {
+                state = T_STOP;
+            } else if (sh.vertex_ops) {   // the sequential resolver, on warp 0
+                if (t < 32) {
+                    State s = sh.s;
+                    s.pool_used = (long long)sh.pool_used;
+                    s.garbage = (long long)sh.garbage;
+                    s.maxlen = max(s.maxlen, sh.maxlen);
+                    long long ii = i, no = n_out;
+                    int c = seq_resolve(g, o, ops, sx, sy, lab, ii, i + nt, no, s, touched, nbr,
+                                        nbr_ext, order, lane);
+                    if (lane == 0) {
+                        sh.s = s;
+                        sh.pool_used = (unsigned long long)s.pool_used;
+                        sh.garbage = (unsigned long long)s.garbage;
+                        sh.maxlen = s.maxlen;
+                        sh.code = c;
+                        sh.skey[0] = (unsigned long long)ii;
+                        sh.skey[1] = (unsigned long long)no;
+                    }
+                }
+                __syncthreads();
+                code = sh.code;
+                i = (long long)sh.skey[0];
+                n_out = (long long)sh.skey[1];
+                __syncthreads();
+                state = code == DONE ? T_NEXT : T_STOP;
+            } else {
+                if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
+                __syncthreads();
+                code = par_tile(g, o, x, sh, ops, sx, sy, lab, i, nt, n_out);
+                if (code == DONE) {
+                    i += nt;
+                    n_out += nt;
+                    state = T_BUILD;
                 }
             }
-            __syncthreads();
-            code = sh.code;
-            i = (long long)sh.skey[0];
-            n_out = (long long)sh.skey[1];
-            __syncthreads();
-            if (code != DONE) break;
-        } else {
-            if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
-            __syncthreads();
-            code = par_tile(g, o, x, sh, ops, sx, sy, lab, i, nt, n_out);
-            if (code != DONE) break;
-            i += nt;
-            n_out += nt;
+            if (t == 0) {
+                vw[W_STATE + (round & 1)] = state;
+                vw[W_WM] = sh.s.watermark;
+            }
         }
+        grid_sync(x.gw);
+        int state = (int)vw[W_STATE + (round & 1)];
+        if (state == T_STOP) break;
+        if (state == T_NEXT) continue;
+        int items = (int)vw[W_ITEMS];
+        long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
+        for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
+        grid_sync(x.gw);
+        for (int it = gwarp; it < items; it += nwarps) build_chunk(g, x, x.gw, chunk, w, it, lane);
+        grid_sync(x.gw);
     }
-    __threadfence();
-    __syncthreads();
-    publish_touched(g, touched, sh.s.touched, t, TILE);
-    if (t == 0) {
-        sh.s.pool_used = (long long)sh.pool_used;
-        sh.s.garbage = (long long)sh.garbage;
-        sh.s.maxlen = max(sh.s.maxlen, sh.maxlen);
-        store_meta(meta, sh.s, i, n_out, code);
+    if (lead) {
+        __threadfence();
+        __syncthreads();
+        publish_touched(g, touched, sh.s.touched, t, TILE);
+        if (t == 0) {
+            sh.s.pool_used = (long long)sh.pool_used;
+            sh.s.garbage = (long long)sh.garbage;
+            sh.s.maxlen = max(max(sh.s.maxlen, sh.maxlen), (long long)vw[W_MAXLEN]);
+            store_meta(meta, sh.s, i, n_out, code);
+        }
     }
     return code;
 }
@@ -904,7 +1086,7 @@ __device__ int resolve_block(long long i0, long long n_out0, long long n, const 
 extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     long long i0, long long n_out0, long long n, const int* ops, const int* sx,
     const int* sy, const int* lab, APPLY_ARGS) {
-    resolve_block(i0, n_out0, n, ops, sx, sy, lab, -1, APPLY_PASS);
+    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, APPLY_PASS);
 }
 
 // ---- The pipeline (gpu/_pipeline.py): one batch = apply_step, build_units,
@@ -936,18 +1118,18 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     }
     __syncthreads();
     if (skip) {
-        if (t == 0) ctrl[C_CODE] = SKIPPED;
+        if (t == 0 && blockIdx.x == 0) ctrl[C_CODE] = SKIPPED;
         return;
     }
     const int* h = (const int*)(ctrl + C_HDR);
-    for (long long i = t; i < 4 * in_cap; i += TILE) {
-        long long c = i / in_cap, j = i - c * in_cap;
-        if (j < n) in[i] = h[i];
+    if (blockIdx.x == 0) {   // only block 0 reads the raw updates (the fronts)
+        for (int c = 0; c < 4; ++c)
+            for (long long j = t; j < n; j += TILE) in[c * in_cap + j] = h[c * in_cap + j];
     }
     __syncthreads();
-    int code = resolve_block(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
-                             hold, APPLY_PASS);
-    if (t == 0) {
+    int code = resolve_grid(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
+                            hold, APPLY_PASS);
+    if (t == 0 && blockIdx.x == 0) {
         ctrl[C_CODE] = code; ctrl[C_RESUME] = meta[M_RESUME]; ctrl[C_NOUT] = meta[M_NOUT];
         ctrl[C_TICK0] = tick0; ctrl[C_TICK1] = meta[M_TICK]; ctrl[C_MAXLEN] = meta[M_MAXLEN];
         if (code != DONE) dims[D_STALL] = 1;

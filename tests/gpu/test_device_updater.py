@@ -39,11 +39,12 @@ def _check(host: HostGraph, dev, host_ops, dev_ops) -> None:  # type: ignore[no-
 
 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
-         pcap: int = 4096, lag: int = 1, parallel: bool = True) -> None:
+         pcap: int = 4096, lag: int = 1, parallel: bool = True, chunk: int = 128) -> None:
     from gpu._device_updater import DeviceUpdater
 
     host = HostGraph()
-    dev = DeviceUpdater(vertex_capacity=vcap, pool_capacity=pcap, parallel=parallel)
+    dev = DeviceUpdater(vertex_capacity=vcap, pool_capacity=pcap, parallel=parallel,
+                        chunk=chunk)
     if initial is not None:
         g = initial
         host.load(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
@@ -73,6 +74,16 @@ def test_parallel_and_sequential_tiles_mixed() -> None:
                             insert_ratio=0.3, delete_ratio=0.1, seed=4))
     extra = _stream(4, 12000, ids=800, hub_every=9, vertex_ops=0.0003)
     _run(ds.initial, UpdateBatch.concat([ds.stream, extra]), [4096, 3000, 1], lag=2)
+
+
+@pytest.mark.parametrize("chunk", [128, 384])
+def test_hub_versions_built_by_many_warps(chunk: int) -> None:
+    # a hub with thousands of neighbours: each of its versions spans many chunks (one warp
+    # each), with entries the lagged watermark keeps after their deletion (equal keys on
+    # both sides of chunk boundaries) and new entries in every chunk; 384 entries a chunk
+    # give each warp three rounds of loads
+    _run(None, _stream(seed=77, n=30000, ids=5000, hub_every=2, vertex_ops=0.0),
+         [4096, 1, 64, 999], lag=2, chunk=chunk)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
