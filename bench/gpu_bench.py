@@ -83,7 +83,7 @@ def yeast(d: Path, repeat: int) -> list[str]:
     graph = read_graph(d / "initial_graph.graph")
     stream = read_stream(d / "insertion_graph.graph")
     if BACKEND == "gpu":   # work-unit granularity: level-2 slices, sub-task timeout
-        from gpu._gpu import GpuConfig, GpuExecutor
+        from gpu.cuda._executor import GpuConfig, GpuExecutor
         dflt = GpuConfig().split_us
         sweep = [(1, dflt), (4, dflt), (32, dflt)]
         sweep += [(4, us) for us in (0.0, 10.0, 40.0, 160.0) if us != dflt]
@@ -200,7 +200,7 @@ def updater(edges: int, window: int) -> list[str]:
     the same stream: wall time per batch (host id map, copy, launch, read-back included)
     and the resolver kernel's own device time."""
     from gpu import HostGraph
-    from gpu._device_updater import DeviceUpdater
+    from gpu.cuda._updater import DeviceUpdater
 
     cfg, ds = _big_dataset(edges)
     stream = ds.stream.slice(0, window)
@@ -240,7 +240,7 @@ def updater(edges: int, window: int) -> list[str]:
 
 
 def pipeline(edges: int, window: int) -> list[str]:
-    """Where one batch's time goes on the device pipeline (gpu/_pipeline.py), one batch at
+    """Where one batch's time goes on the device pipeline (gpu/cuda/_pipeline.py), one batch at
     a time: the host's submit (id map, control block, one graph launch), the device's
     time for the whole step (resolve, units, matching, collection), and the host's
     result (reading the control block, building the BatchResult)."""

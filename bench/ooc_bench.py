@@ -29,7 +29,7 @@ from _harness import write_section  # noqa: E402
 from gpu_bench import _device  # noqa: E402
 
 from gpu import CountMode, Engine, ExecutorOptions, Query, QuerySpec, UpdateBatch, warm_up  # noqa: E402
-from gpu._device_graph import ENTRY_BYTES  # noqa: E402
+from gpu.cuda._device_graph import ENTRY_BYTES  # noqa: E402
 from streams import GenConfig, GraphData, generate, iter_chunks  # noqa: E402
 from streams.formats.snap import read_graph as read_snap  # noqa: E402
 
@@ -75,7 +75,7 @@ def power_law(edges: int) -> tuple[GraphData, UpdateBatch, list[Query], str]:
 
 
 def _engine(mode: str, budget: int) -> Engine:
-    from gpu._gpu import GpuConfig, GpuExecutor
+    from gpu.cuda._executor import GpuConfig, GpuExecutor
 
     if mode == "in-memory":
         return Engine("gpu")
@@ -131,8 +131,8 @@ def coverage(initial: GraphData, stream: UpdateBatch, queries: list[Query], b: i
     """GCSM Fig. 28b on the device: share of the kernel's top 1% / 5% most-read vertices
     that the random-walk cache holds, for the first batch of size b."""
     from gpu import UpdateOp, UpdateStatus
-    from gpu._cache import by_value
-    from gpu._estimate import estimate_reads
+    from gpu.ooc._cache import by_value
+    from gpu.ooc._estimate import estimate_reads
 
     eng = Engine("gpu", options=ExecutorOptions(graph_budget_bytes=budget, cache="walk"))
     eng.load_graph(initial.vertex_ids, initial.vertex_labels, initial.src, initial.dst,

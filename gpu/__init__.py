@@ -1,6 +1,21 @@
-"""Matching runtime: exact continuous subgraph matching on the CPU or a GPU."""
+"""Matching runtime: exact continuous subgraph matching on the CPU or a GPU.
 
-from . import _cpu, _gpu  # noqa: F401  (register the "cpu" and "gpu" executors)
+    _types.py, _results.py   updates, statuses, counts and listings (the public records)
+    _engine.py               Engine: queries, batches in flight, results in order
+    _executor.py             the one executor interface, tasks and units, the registry
+    graph/                   the host multi-version graph and the external-id map
+    planning/                queries, symmetry, matching plans
+    cpu/                     the CPU executor (numba), the reference
+    cuda/                    the CUDA executor: the device-owned graph, the pipeline, the
+                             .cu kernels and their loader
+    ooc/                     graphs larger than the GPU: walk estimates, the device cache
+    exceptions.py            CsmError and its subclasses
+
+An update's path through the CUDA executor is drawn in docs/design.md, "Device-resident
+pipeline".
+"""
+
+from . import cpu, cuda  # noqa: F401  (register the "cpu" and "gpu" executors)
 from ._engine import Engine, PendingBatch, QuerySpec, RegisteredQuery, warm_up
 from ._executor import (
     EXECUTORS,
@@ -11,8 +26,6 @@ from ._executor import (
     MatchTasks,
     create_executor,
 )
-from ._graph import HostGraph, LoadStats, OpTable
-from ._query import Query
 from ._results import BatchResult, BatchStats, Listing, MatchDelta
 from ._types import (
     INF_TICK,
@@ -25,6 +38,8 @@ from ._types import (
     UpdateStatus,
 )
 from .exceptions import BackendError, CsmError, EngineError, QueryError, UnknownQueryError
+from .graph._host import HostGraph, LoadStats, OpTable
+from .planning._query import Query
 
 __all__ = [
     "ExecutorOptions",

@@ -24,15 +24,15 @@ from ._executor import (
     create_executor,
     edge_tasks,
 )
-from ._graph import HostGraph, LoadStats, OpTable
-from ._planner import PlanSet, plan_query
-from ._query import Query
 from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp, UpdateStatus
 from .exceptions import EngineError, UnknownQueryError
+from .graph._host import HostGraph, LoadStats, OpTable
+from .planning._planner import PlanSet, plan_query
+from .planning._query import Query
 
 if TYPE_CHECKING:
-    from ._pipeline import BatchTicket
+    from .cuda._pipeline import BatchTicket
 
 #: op and status codes as plain ints: numpy compares them with arrays without the enum
 _INS_V = int(UpdateOp.INSERT_VERTEX)

@@ -16,10 +16,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ._cpu_kernels import live_pairs
-from ._graph import HostGraph, OpTable
-from ._planner import PlanSet
+from .cpu._kernels import live_pairs
 from .exceptions import BackendError
+from .graph._host import HostGraph, OpTable
+from .planning._planner import PlanSet
 
 __all__ = ["EXECUTORS", "CachePolicy", "Done", "Executor", "ExecutorOptions", "IoStats",
            "MatchOutput", "MatchTasks", "Ticket", "create_executor", "live_units", "plan_units",

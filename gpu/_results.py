@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ._graph import OpTable
 from ._types import UpdateOp, UpdateStatus
+from .graph._host import OpTable
 
 __all__ = ["BatchResult", "BatchStats", "Listing", "MatchDelta"]
 

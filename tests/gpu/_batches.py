@@ -18,7 +18,7 @@ from gpu import (
     UpdateOp,
     UpdateStatus,
 )
-from gpu._planner import PlanSet
+from gpu.planning._planner import PlanSet
 from streams import GenConfig, generate, iter_chunks
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _check(host: HostGraph, dev, host_ops, dev_ops) -> None:  # type: ignore[no-untyped-def]
-    from gpu._device_updater import host_versions
+    from gpu.cuda._updater import host_versions
 
     for name in ("raw", "op", "a", "b", "src", "dst", "label", "tick", "status", "reason"):
         h, d = getattr(host_ops, name), getattr(dev_ops, name)
@@ -40,7 +40,7 @@ def _check(host: HostGraph, dev, host_ops, dev_ops) -> None:  # type: ignore[no-
 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
          pcap: int = 4096, lag: int = 1, parallel: bool = True, chunk: int = 128) -> None:
-    from gpu._device_updater import DeviceUpdater
+    from gpu.cuda._updater import DeviceUpdater
 
     host = HostGraph()
     dev = DeviceUpdater(vertex_capacity=vcap, pool_capacity=pcap, parallel=parallel,
@@ -104,7 +104,7 @@ def test_every_resumable_path_from_tiny_capacities() -> None:
 
 
 def test_memory_stays_flat_on_an_endless_churn() -> None:
-    from gpu._device_updater import DeviceUpdater
+    from gpu.cuda._updater import DeviceUpdater
 
     dev = DeviceUpdater()
     rng = np.random.default_rng(9)

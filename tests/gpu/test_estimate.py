@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from _batches import task_batch, triangle
 
-from gpu._estimate import WalkConfig, estimate_reads, exact_reads
 from gpu._executor import plan_units
+from gpu.ooc._estimate import WalkConfig, estimate_reads, exact_reads
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def _run(backend: str, initial: GraphData, queries: list[tuple[Query, CountMode]
     matches as rows (op index, vertices...) in lexicographic order. ``config``: a
     GpuConfig for the GPU executor."""
     if config is not None:
-        from gpu._gpu import GpuExecutor
+        from gpu.cuda._executor import GpuExecutor
         eng = Engine(executor=GpuExecutor(config))  # type: ignore[arg-type]
     else:
         eng = Engine(backend)
@@ -97,7 +97,7 @@ SPLIT_ALWAYS = [dict(split_us=0.001, queue_records=1 << 15), dict(split_us=0.001
 @pytest.mark.parametrize("cfg", SPLIT_ALWAYS, ids=["queue", "full-queue"])
 def test_sub_task_splitting_changes_nothing(cfg: dict) -> None:  # type: ignore[type-arg]
     """T-DFS splitting forced everywhere: counts and listed matches equal the CPU's."""
-    from gpu._gpu import GpuConfig
+    from gpu.cuda._executor import GpuConfig
 
     config = GpuConfig(stack_bytes=1 << 30, **cfg)
     ds = generate(GenConfig(vertices=2000, edges=12000, labels=3, queries=4, min_query=4,

@@ -14,7 +14,7 @@ import pytest
 from _batches import lagged_batches, raw_stream
 
 from gpu import HostGraph, UpdateBatch
-from gpu._device_updater import host_versions
+from gpu.cuda._updater import host_versions
 from streams import GenConfig, generate
 
 

@@ -133,7 +133,7 @@ def test_compaction_keeps_every_edge_and_packs_the_pool(copy_on_write: bool) -> 
     versions in pool order without sorting them all): the alive edges equal a plain
     replay, and a collection leaves no gap in the pool. Both version modes: new versions
     per batch (GPU) and in-place inserts with purges (CPU)."""
-    from gpu._graph import HostGraph
+    from gpu.graph._host import HostGraph
 
     rng = np.random.default_rng(4)
     g = HostGraph()

@@ -9,8 +9,8 @@ import pytest
 from _batches import task_batch, triangle
 
 from gpu import CountMode, Engine, Executor, ExecutorOptions, Query, QuerySpec, UpdateBatch
-from gpu._device_graph import ENTRY_BYTES
-from gpu._estimate import exact_reads
+from gpu.cuda._device_graph import ENTRY_BYTES
+from gpu.ooc._estimate import exact_reads
 from streams import GenConfig, GraphData, generate, iter_chunks
 
 pytestmark = pytest.mark.gpu
@@ -70,7 +70,7 @@ def test_parity_whatever_the_batches_in_flight_per_cache(data, slots: int) -> No
     # caches taken in turns (2 for 4 batches in flight) or one per batch in flight; the
     # default (one cache for all) is covered above. Listings of a batch whose shared cache
     # was reloaded meanwhile come from host memory.
-    from gpu._gpu import GpuConfig, GpuExecutor
+    from gpu.cuda._executor import GpuConfig, GpuExecutor
 
     ds, queries, ref = data
     pool = 2 * len(ds.graph.src) * ENTRY_BYTES
@@ -124,7 +124,7 @@ def test_graph_growth_while_out_of_core() -> None:
 @pytest.mark.parametrize("slots", [0, 5])
 def test_cache_slots_outside_one_to_depth_are_refused(slots: int) -> None:
     from gpu import BackendError
-    from gpu._gpu import GpuConfig, GpuExecutor
+    from gpu.cuda._executor import GpuConfig, GpuExecutor
 
     with pytest.raises(BackendError, match="cache_slots must be 1..depth"):
         GpuExecutor(GpuConfig(graph_budget_bytes=1 << 20, cache_slots=slots))

@@ -1,4 +1,4 @@
-"""The device pipeline (gpu/_pipeline.py) equals the CPU engine, batch by batch, with many
+"""The device pipeline (gpu/cuda/_pipeline.py) equals the CPU engine, batch by batch, with many
 batches in flight and results read in random order (needs a CUDA device)."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ import math
 import pytest
 
 from gpu import CountMode, Query, QueryError
-from gpu._planner import plan_query
-from gpu._symmetry import analyse_symmetry, edge_orbits
+from gpu.planning._planner import plan_query
+from gpu.planning._symmetry import analyse_symmetry, edge_orbits
 
 
 def _q(n: int, edges: list[tuple[int, int]], labels: list[int | None] | None = None) -> Query:

@@ -21,8 +21,8 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .._types import INF_TICK
 from ._idmap import _hash
-from ._types import INF_TICK
 
 # pst slots: first pending edge not yet merged, pending edges so far
 BASE, COUNT = 0, 1

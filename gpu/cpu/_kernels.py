@@ -17,7 +17,24 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._cpu_sets import (
+from .._types import MAX_QUERY_VERTICES, WILDCARD
+from ..graph._kernels import lower_bound, make_key
+from ..planning._planner import (
+    F_DEGREE,
+    F_DEP,
+    F_GT,
+    F_LABEL,
+    F_LT,
+    F_MISC,
+    F_NBCNT,
+    F_NBOFF,
+    F_NLFCNT,
+    F_NLFOFF,
+    F_REUSE,
+    F_VERTEX,
+)
+from ._intrinsics import fetch_add
+from ._sets import (
     _LOW32,
     _ONE32,
     _intersect,
@@ -32,23 +49,6 @@ from ._cpu_sets import (
     _weight_buffers,
     _weights_root,
 )
-from ._graph_kernels import lower_bound, make_key
-from ._intrinsics import fetch_add
-from ._planner import (
-    F_DEGREE,
-    F_DEP,
-    F_GT,
-    F_LABEL,
-    F_LT,
-    F_MISC,
-    F_NBCNT,
-    F_NBOFF,
-    F_NLFCNT,
-    F_NLFOFF,
-    F_REUSE,
-    F_VERTEX,
-)
-from ._types import MAX_QUERY_VERTICES, WILDCARD
 
 M = MAX_QUERY_VERTICES
 

@@ -20,7 +20,7 @@
 // neighbour array, so rows never overflow. One more row per warp stages host-resident
 // neighbour arrays (out-of-core mode).
 //
-// The logic mirrors gpu/_cpu_kernels.py line for line (loop-invariant code motion with
+// The logic mirrors gpu/cpu/_kernels.py line for line (loop-invariant code motion with
 // stamps, result reuse, neighbour-label filter, counting two independent tail levels);
 // the two executors must produce identical counts.
 
@@ -771,7 +771,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_unit
     match_body(MATCH_PASS(n_pairs, n_units, q_epoch));
 }
 
-// The pipeline's launch (gpu/_pipeline.py): the unit counts and the queue epoch come from
+// The pipeline's launch (gpu/cuda/_pipeline.py): the unit counts and the queue epoch come from
 // the device (kernels/update.cu::build_units wrote them), so one captured graph serves
 // every batch; n_pairs, n_units and q_epoch are ignored.
 extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_step(

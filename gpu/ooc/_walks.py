@@ -24,10 +24,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._cpu_kernels import _buffers, _label_filter, _label_range, _prepare, _valid, root_ok
-from ._device_graph import ENTRY_BYTES
-from ._planner import F_DEP, F_LABEL, F_MISC, F_NBCNT, F_NBOFF
-from ._types import MAX_QUERY_VERTICES, WILDCARD
+from .._types import MAX_QUERY_VERTICES, WILDCARD
+from ..cpu._kernels import _buffers, _label_filter, _label_range, _prepare, _valid, root_ok
+from ..cuda._device_graph import ENTRY_BYTES
+from ..planning._planner import F_DEP, F_LABEL, F_MISC, F_NBCNT, F_NBOFF
 
 M = MAX_QUERY_VERTICES
 _WILD = WILDCARD

@@ -6,10 +6,10 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from . import _cpu_kernels as K
-from ._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_starts, task_sums
-from ._graph import HostGraph, OpTable
-from ._planner import PlanSet
+from .._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_starts, task_sums
+from ..graph._host import HostGraph, OpTable
+from ..planning._planner import PlanSet
+from . import _kernels as K
 
 __all__ = ["CpuExecutor"]
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .._types import MAX_QUERY_VERTICES, WILDCARD, CountMode
 from ._query import Query
 from ._symmetry import analyse_symmetry, edge_orbits
-from ._types import MAX_QUERY_VERTICES, WILDCARD, CountMode
 
 __all__ = ["LevelPlan", "Plan", "PlanSet", "QueryPlan", "plan_query"]
 

@@ -2,7 +2,7 @@
 // multi-version graph in arrival order and builds the new neighbour-array versions there,
 // so the host hands over raw updates only and copies nothing per batch.
 //
-// It is the host updater (gpu/_graph_kernels.py::apply_batch, copy-on-write mode) moved
+// It is the host updater (gpu/graph/_kernels.py::apply_batch, copy-on-write mode) moved
 // line for line onto one warp: the same statuses, reasons, internal ids, ticks and version
 // contents, which is what the parity test checks. Sequential semantics need one resolver;
 // the warp parallelises inside each update: 32-way searches (one memory round trip per
@@ -155,7 +155,7 @@ __device__ __forceinline__ void touch(int v, int* touched, State& s, int lane) {
     ++s.touched;
 }
 
-// Pool entries inserting into v may take (gpu/_graph_kernels.py::_need, copy-on-write).
+// Pool entries inserting into v may take (gpu/graph/_kernels.py::_need, copy-on-write).
 // A version may be written in place only if this launch built it: anything older has been
 // published and may be read by matching in flight.
 __device__ __forceinline__ long long need(const Dev& g, int v, const State& s) {
@@ -1089,13 +1089,13 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, APPLY_PASS);
 }
 
-// ---- The pipeline (gpu/_pipeline.py): one batch = apply_step, build_units,
+// ---- The pipeline (gpu/cuda/_pipeline.py): one batch = apply_step, build_units,
 // match.cu::match_step, collect_step on one stream, captured once as a CUDA graph. Every
 // per-batch value lives in the batch's control block (mapped pinned host memory: the
 // host writes the raw updates there and reads the results back without a copy) or in
 // `dims` (device words), so the same graph serves every batch.
 
-// control block words; must equal gpu/_pipeline.py
+// control block words; must equal gpu/cuda/_pipeline.py
 enum { C_N = 0, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS,
        C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_HDR = 16 };
 // device words: match_step's unit counts and queue epoch, and the stall flag (a batch
@@ -1136,7 +1136,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     }
 }
 
-// plan table fields (must equal kernels/match.cu and gpu/_planner.py)
+// plan table fields (must equal kernels/match.cu and gpu/planning/_planner.py)
 #define PM 12
 #define PNF 12
 enum { PF_LABEL = 1, PF_DEGREE = 2, PF_GT = 6, PF_LT = 7, PF_MISC = 11 };
@@ -1146,7 +1146,7 @@ __device__ __forceinline__ int plan_at(const int* pl, int p, int f, int L) {
     return pl[(p * PNF + f) * PM + L];
 }
 
-// gpu/_cpu_kernels.py::_root_fits: the cheap root checks (no neighbour array is read)
+// gpu/cpu/_kernels.py::_root_fits: the cheap root checks (no neighbour array is read)
 __device__ __forceinline__ bool root_fits(const int* pl, int p, int a, int b, int el, int va,
                                           int vb, long long la, long long lb) {
     int l0 = plan_at(pl, p, PF_LABEL, 0), l1 = plan_at(pl, p, PF_LABEL, 1);
@@ -1156,7 +1156,7 @@ __device__ __forceinline__ bool root_fits(const int* pl, int p, int a, int b, in
         && (!(plan_at(pl, p, PF_GT, 1) & 1) || b > a) && (!(plan_at(pl, p, PF_LT, 1) & 1) || b < a);
 }
 
-// gpu/_gpu.py::GpuExecutor._units: level-2 slices of a live pair
+// gpu/cuda/_executor.py::GpuExecutor._units: level-2 slices of a live pair
 __device__ __forceinline__ int slices(const int* pl, const int* l2src, int p, long long la,
                                       long long lb, int slice, int max_slices) {
     if (plan_at(pl, p, PF_MISC, 0) < 4) return 1;

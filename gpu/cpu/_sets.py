@@ -12,9 +12,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._graph_kernels import lower_bound
-from ._planner import F_GT, F_LABEL, F_LT, F_NBCNT, F_NBOFF
-from ._types import MAX_QUERY_VERTICES, WILDCARD
+from .._types import MAX_QUERY_VERTICES, WILDCARD
+from ..graph._kernels import lower_bound
+from ..planning._planner import F_GT, F_LABEL, F_LT, F_NBCNT, F_NBOFF
 
 M = MAX_QUERY_VERTICES
 

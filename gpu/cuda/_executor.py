@@ -26,12 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import DeviceCache, Loaded, by_value, fit
-from ._cuda import cupy_or_raise, kernel
-from ._device_graph import DeviceGraph
-from ._device_updater import DeviceGraphView, DeviceUpdater
-from ._estimate import Estimate, WalkConfig, estimate_reads
-from ._executor import (
+from .._executor import (
     EXECUTORS,
     CachePolicy,
     Done,
@@ -42,11 +37,16 @@ from ._executor import (
     Ticket,
     live_units,
 )
-from ._graph import HostGraph, OpTable
+from .._types import MAX_QUERY_VERTICES, UpdateBatch
+from ..exceptions import BackendError
+from ..graph._host import HostGraph, OpTable
+from ..ooc._cache import DeviceCache, Loaded, by_value, fit
+from ..ooc._estimate import Estimate, WalkConfig, estimate_reads
+from ..planning._planner import PlanSet, level2_sources
+from ._device_graph import DeviceGraph
 from ._pipeline import BatchTicket, DevicePipeline
-from ._planner import PlanSet, level2_sources
-from ._types import MAX_QUERY_VERTICES, UpdateBatch
-from .exceptions import BackendError
+from ._updater import DeviceGraphView, DeviceUpdater
+from .kernels import cupy_or_raise, kernel
 
 __all__ = ["GpuConfig", "GpuExecutor"]
 
@@ -91,7 +91,7 @@ class GpuConfig:
     #: graph budget (out-of-core), the host updater resolves and the device mirrors it.
     device_graph: bool = False
     #: with a device-owned graph, count-only batches go through the device pipeline
-    #: (gpu/_pipeline.py: one captured launch per batch); this many are in flight at most
+    #: (gpu/cuda/_pipeline.py: one captured launch per batch); this many are in flight at most
     pipeline_depth: int = 8
 
 

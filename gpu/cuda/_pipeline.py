@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._cuda import kernel
+from .._executor import MatchOutput, edge_tasks
+from .._types import MAX_QUERY_VERTICES, UpdateBatch
+from ..exceptions import BackendError
+from ..graph._host import OpTable
+from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
-from ._device_updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
-from ._executor import MatchOutput, edge_tasks
-from ._graph import OpTable
-from ._planner import PlanSet, level2_sources
-from ._types import MAX_QUERY_VERTICES, UpdateBatch
-from .exceptions import BackendError
+from ._updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
+from .kernels import kernel
 
 if TYPE_CHECKING:
-    from ._gpu import GpuExecutor
+    from ._executor import GpuExecutor
 
 __all__ = ["BatchTicket", "DevicePipeline"]
 

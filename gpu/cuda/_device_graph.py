@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._cuda import cupy_or_raise, kernel
-from ._graph import HostGraph, OpTable, ranges
-from .exceptions import BackendError
+from ..exceptions import BackendError
+from ..graph._host import HostGraph, OpTable, ranges
+from .kernels import cupy_or_raise, kernel
 
 __all__ = ["ENTRY_BYTES", "SEG_BITS", "DeviceGraph", "mapped_zeros"]
 

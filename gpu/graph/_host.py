@@ -30,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from . import _graph_kernels as K
-from ._graph_merge import merge_pending, order_pending
-from ._graph_pending import Pending
+from .._types import INF_TICK, UpdateBatch, UpdateOp, UpdateStatus
+from . import _kernels as K
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
-from ._types import INF_TICK, UpdateBatch, UpdateOp, UpdateStatus
+from ._merge import merge_pending, order_pending
+from ._pending import Pending
 
 __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 

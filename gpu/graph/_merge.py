@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._graph_kernels import BATCH, DONE, GARBAGE, NEED_POOL, POOL_USED, WATERMARK, _copy_live
+from ._kernels import BATCH, DONE, GARBAGE, NEED_POOL, POOL_USED, WATERMARK, _copy_live
 
 
 @nb.njit(cache=True, nogil=True)

@@ -1,4 +1,4 @@
-"""numba kernels of the host multi-version graph (see ``_graph.py`` for the layout).
+"""numba kernels of the host multi-version graph (see ``_host.py`` for the layout).
 
 ``apply_batch`` is the sequential graph updater: it resolves each raw update in arrival
 order (ignored / rejected / applied, vertex deletions expanded into edge deletions in
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._graph_pending import BASE, COUNT, add_pending, find_pending, pair_of
+from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 from ._idmap import slot_of
-from ._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
+from ._pending import BASE, COUNT, add_pending, find_pending, pair_of
 
 # meta slots
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)

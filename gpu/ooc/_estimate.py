@@ -20,10 +20,10 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from . import _estimate_kernels as K
-from ._executor import MatchTasks, plan_units
-from ._graph import HostGraph, ranges
-from ._planner import F_NBCNT, PlanSet
+from .._executor import MatchTasks, plan_units
+from ..graph._host import HostGraph, ranges
+from ..planning._planner import F_NBCNT, PlanSet
+from . import _walks as K
 
 __all__ = ["Estimate", "WalkConfig", "estimate_reads", "exact_reads"]
 

@@ -1,4 +1,4 @@
-"""The one loader of the CUDA sources in gpu/kernels (CuPy RawModule).
+"""The one loader of the CUDA sources in this folder (CuPy RawModule).
 
 CuPy is imported here and nowhere else at module level, so the package imports on
 machines without it; :func:`cupy_or_raise` turns its absence into a BackendError.
@@ -11,11 +11,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .exceptions import BackendError
+from ...exceptions import BackendError
 
 __all__ = ["cupy_or_raise", "kernel"]
 
-_DIR = Path(__file__).parent / "kernels"
+_DIR = Path(__file__).parent
 
 
 def cupy_or_raise() -> ModuleType:
@@ -37,10 +37,13 @@ def cupy_or_raise() -> ModuleType:
 def _module(name: str) -> Any:
     cp = cupy_or_raise()
     # sources are self-contained (no #include of our own headers), so CuPy's cache key,
-    # which covers the text and options, is complete
-    return cp.RawModule(code=(_DIR / f"{name}.cu").read_text(), options=("-std=c++17",))
+    # which covers the text and options, is complete; #line makes compiler messages name
+    # the file
+    path = _DIR / f"{name}.cu"
+    code = f'#line 1 "{path.name}"\n' + path.read_text()
+    return cp.RawModule(code=code, options=("-std=c++17",))
 
 
 def kernel(module: str, name: str) -> Any:
-    """A compiled ``extern "C"`` kernel from gpu/kernels/<module>.cu."""
+    """A compiled ``extern "C"`` kernel from gpu/cuda/kernels/<module>.cu."""
     return _module(module).get_function(name)

@@ -26,9 +26,9 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from ._device_graph import ENTRY_BYTES
-from ._graph import HostGraph
-from .exceptions import BackendError
+from ..cuda._device_graph import ENTRY_BYTES
+from ..exceptions import BackendError
+from ..graph._host import HostGraph
 
 __all__ = ["ROW_BYTES", "DeviceCache", "Loaded", "by_value", "fit"]
 

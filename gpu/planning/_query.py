@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._types import MAX_QUERY_VERTICES, WILDCARD
-from .exceptions import QueryError
+from .._types import MAX_QUERY_VERTICES, WILDCARD
+from ..exceptions import QueryError
 
 __all__ = ["Query"]
 

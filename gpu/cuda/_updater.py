@@ -21,13 +21,13 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from . import _graph_kernels as K
-from ._cuda import cupy_or_raise, kernel
+from .._types import UpdateBatch, UpdateOp
+from ..exceptions import BackendError
+from ..graph import _kernels as K
+from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
+from ..graph._idmap import IdMap, slot_of
 from ._device_graph import SEG_BITS, mapped_zeros
-from ._graph import HostGraph, LoadStats, OpTable, visible_edges
-from ._idmap import IdMap, slot_of
-from ._types import UpdateBatch, UpdateOp
-from .exceptions import BackendError
+from .kernels import cupy_or_raise, kernel
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 

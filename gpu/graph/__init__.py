@@ -1,0 +1,14 @@
+"""The host multi-version graph: one entry pool of sorted neighbour arrays with lifetimes,
+resolved and versioned on the CPU (numba), and the external-id map the device shares.
+
+    _host.py      HostGraph: load, apply (copy-on-write versions), watermark, compaction
+    _kernels.py   the updater's numba loops (resolve a batch in arrival order)
+    _pending.py   versions a batch builds before they are installed
+    _merge.py     bulk merges of sorted neighbour arrays (load, compaction)
+    _idmap.py     external id -> dense id (open addressing, numba)
+"""
+
+from ._host import HostGraph, LoadStats, OpTable
+from ._idmap import IdMap
+
+__all__ = ["HostGraph", "IdMap", "LoadStats", "OpTable"]
