@@ -105,9 +105,36 @@ __device__ long long find_alive(const Dev& g, long long off, long long n, long l
     return -1;
 }
 
+#define UNROLL 4
+
+// UNROLL rounds of 32 entries of a version: entries [s0, s1) of the one at src, all loads
+// issued before any is used; ok: a reader can still see it (dt > w).
+struct Run {
+    long long k[UNROLL], t0[UNROLL], t1[UNROLL];
+    int el[UNROLL];
+    bool ok[UNROLL];
+};
+
+__device__ __forceinline__ void load_run(const Dev& g, long long src, long long s0,
+                                         long long s1, long long w, int lane, Run& r) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+        long long i = s0 + 32 * u + lane;
+        r.ok[u] = false; r.k[u] = 0; r.t0[u] = 0; r.t1[u] = 0; r.el[u] = 0;
+        if (i < s1) {
+            r.t1[u] = g.dt[src + i];
+            r.k[u] = g.key[src + i]; r.t0[u] = g.ct[src + i]; r.el[u] = g.elab[src + i];
+            r.ok[u] = r.t1[u] > w;
+        }
+    }
+}
+
+__device__ __forceinline__ void store_entry(const Dev& g, long long d, const Run& r, int u) {
+    g.key[d] = r.k[u]; g.ct[d] = r.t0[u]; g.dt[d] = r.t1[u]; g.elab[d] = r.el[u];
+}
+
 // Copy the entries of [src, src + n) that a reader can still see (dt > w) to dst on, in
 // order; returns how many. dst <= src is safe: each chunk is read before it is written.
-#define UNROLL 4
 
 // Copies keep UNROLL chunks of 32 loads in flight before any store: the source and the
 // destination are the same arrays, so the compiler cannot hoist the next chunk's loads
@@ -117,27 +144,13 @@ __device__ long long copy_live(const Dev& g, long long src, long long n, long lo
                                long long w, int lane) {
     long long m = 0;
     for (long long c = 0; c < n; c += 32 * UNROLL) {
-        long long k[UNROLL], t0[UNROLL], t1[UNROLL];
-        int el[UNROLL];
-        bool ok[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            long long i = c + 32 * u + lane;
-            ok[u] = false; k[u] = 0; t0[u] = 0; t1[u] = 0; el[u] = 0;
-            if (i < n) {
-                t1[u] = g.dt[src + i];
-                k[u] = g.key[src + i]; t0[u] = g.ct[src + i]; el[u] = g.elab[src + i];
-                ok[u] = t1[u] > w;
-            }
-        }
+        Run r;
+        load_run(g, src, c, n, w, lane, r);
         __syncwarp();
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            unsigned mk = __ballot_sync(FULL, ok[u]);
-            if (ok[u]) {
-                long long d = dst + m + __popc(mk & lanes_below(lane));
-                g.key[d] = k[u]; g.ct[d] = t0[u]; g.dt[d] = t1[u]; g.elab[d] = el[u];
-            }
+            unsigned mk = __ballot_sync(FULL, r.ok[u]);
+            if (r.ok[u]) store_entry(g, dst + m + __popc(mk & lanes_below(lane)), r, u);
             m += __popc(mk);
         }
         __syncwarp();
@@ -645,19 +658,8 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
     for (long long s0 = cs;; s0 += SUB) {
         long long s1 = min(ce, s0 + SUB);
         bool last_sub = s1 >= ce;
-        long long k0[UNROLL], t0[UNROLL], t1[UNROLL];
-        int l0[UNROLL];
-        bool ok[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            long long i = s0 + 32 * u + lane;
-            ok[u] = false; k0[u] = 0; t0[u] = 0; t1[u] = 0; l0[u] = 0;
-            if (i < s1) {
-                t1[u] = g.dt[src + i];
-                k0[u] = g.key[src + i]; t0[u] = g.ct[src + i]; l0[u] = g.elab[src + i];
-                ok[u] = t1[u] > w;
-            }
-        }
+        Run r;
+        load_run(g, src, s0, s1, w, lane, r);
         // new entries placed in this sub-chunk
         int jend = k;
         if (!(last_sub && last_chunk)) {
@@ -673,7 +675,7 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
             long long kj = x.s_key[e0 + jc];
             int c = 0;
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) c += ok[u] && k0[u] <= kj;
+            for (int u = 0; u < UNROLL; ++u) c += r.ok[u] && r.k[u] <= kj;
             c = __reduce_add_sync(FULL, c);
             if (lane == 0) {
                 long long d = dst + jc + prefix + run + c;
@@ -683,11 +685,10 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            unsigned mk = __ballot_sync(FULL, ok[u]);
-            if (ok[u]) {
-                int up = k ? count_below(x.s_key, x.s_ct, e0, e0 + k, k0[u], 0, true) : 0;
-                long long d = dst + prefix + run + __popc(mk & lanes_below(lane)) + up;
-                g.key[d] = k0[u]; g.ct[d] = t0[u]; g.dt[d] = t1[u]; g.elab[d] = l0[u];
+            unsigned mk = __ballot_sync(FULL, r.ok[u]);
+            if (r.ok[u]) {
+                int up = k ? count_below(x.s_key, x.s_ct, e0, e0 + k, r.k[u], 0, true) : 0;
+                store_entry(g, dst + prefix + run + __popc(mk & lanes_below(lane)) + up, r, u);
             }
             run += __popc(mk);
         }
