@@ -408,6 +408,12 @@ class PendingBatch:
         """``result()`` would not wait for the device (its count kernel is done)."""
         return self.ticket is None or self.ticket.ready
 
+    def wait_ready(self) -> None:
+        """Block until :attr:`ready`; any thread may wait here while another submits
+        (nothing of the engine is touched)."""
+        if self.ticket is not None:
+            self.ticket.sync()
+
     def result(self) -> BatchResult:
         if self._result is None:
             self._result = self._engine._finish(self)

@@ -135,6 +135,11 @@ class Ticket(Protocol):
 
     def wait(self) -> MatchOutput: ...
 
+    def sync(self) -> None:
+        """Block until :attr:`ready`. Touches no executor state, so any thread may call it
+        while another submits (the service waits for the device off its engine calls)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Done:
@@ -146,6 +151,9 @@ class Done:
 
     def wait(self) -> MatchOutput:
         return self.out
+
+    def sync(self) -> None:
+        return None
 
 
 class Executor(Protocol):

@@ -1,5 +1,4 @@
-"""Consuming and batching: the updates log in offset order, and runs of update messages
-handed to the engine as one batch each.
+"""Consuming: the updates log in offset order, one record at most once.
 
 Records come from two places: this process's own appends (:class:`LocalFeed`, no fetch
 wait) as soon as they are the next offset, else the consumer's fetch. A fetch in flight
@@ -10,19 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from aiokafka import AIOKafkaConsumer, TopicPartition
-
-from gpu import BatchResult, Engine, UpdateBatch
-from streams.codec import SEQ_STRIDE, Updates
 
 from ._feed import LocalFeed, LocalRecord
 
-__all__ = ["RUN_UPDATES", "LogReader", "Run", "start_run"]
+__all__ = ["RUN_UPDATES", "LogReader"]
 
 #: updates per engine batch at most, so decoding the next batch overlaps matching this one
 RUN_UPDATES = 32_768
@@ -66,30 +59,3 @@ class LogReader:
             self._fetch.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._fetch
-
-
-@dataclass(slots=True)
-class Run:
-    """Update messages handed to the engine, and the worker-thread task matching them."""
-
-    run: list[tuple[int, Updates, float]]
-    batch: UpdateBatch
-    task: asyncio.Future[BatchResult]
-    t0: float
-    #: the graph's next tick when the run started (its updates' ticks are >= it)
-    tick0: int
-
-
-def start_run(engine: Engine, run: list[tuple[int, Updates, float]]) -> Run:
-    """Apply ``run`` (offset, updates, arrival) as one engine batch on a worker thread;
-    update i of the message at offset o gets seq ``o * SEQ_STRIDE + i``."""
-    seq = np.concatenate([off * SEQ_STRIDE + np.arange(len(u), dtype=np.int64)
-                          for off, u, _ in run])
-    us = [u for _, u, _ in run]
-    batch = UpdateBatch(seq=seq, op=np.concatenate([u.op for u in us]),
-                        src=np.concatenate([u.src for u in us]),
-                        dst=np.concatenate([u.dst for u in us]),
-                        label=np.concatenate([u.label for u in us]))
-    tick0 = engine.graph.tick + 1
-    return Run(run, batch, asyncio.ensure_future(asyncio.to_thread(engine.apply, batch)),
-               time.perf_counter(), tick0)

@@ -9,6 +9,7 @@ from it exactly as from the live window, and the side engine is dropped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -21,10 +22,10 @@ from streams.codec import LoadPart, Register, Unregister, Updates, decode
 from streams.exceptions import DecodeError
 from streams.kafka import kafka_errors, make_consumer
 
-from ._consume import start_run
 from ._control import Controls
 from ._publish import Publisher
 from ._recovery import load_snapshot
+from ._runs import run_batch
 from ._types import Chunk, RegisteredDoc
 from ._window import PastRun, Window
 from .exceptions import StateCorrupt
@@ -95,11 +96,11 @@ async def _apply(engine: Engine, window: Window, controls: Controls, rec: Any) -
         window.dead_letter(rec)
         return
     if isinstance(item, Updates):
-        run = start_run(engine, [(rec.offset, item, 0.0)])
-        r = await run.task
+        tick0 = engine.graph.tick + 1
+        r = await asyncio.to_thread(engine.apply, run_batch([(rec.offset, item, 0.0)]))
         arrived = (item.arrived_at if item.arrived_at is not None
                    else rec.timestamp / 1e3)
-        window.add(run.tick0, PastRun(rec.offset, rec.offset, BatchResult(
+        window.add(tick0, PastRun(rec.offset, rec.offset, BatchResult(
             ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op, query_ids=(),
             counts=np.zeros((len(r.ops), 0), np.int64)), {rec.offset: arrived}))
     elif isinstance(item, Register | Unregister | LoadPart):

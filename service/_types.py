@@ -69,3 +69,5 @@ class Chunk:
     tally: dict[int, list[int]] = field(default_factory=dict)
     #: record batches filled up, waiting to be sent before the open ones (partition, batch)
     full: list[tuple[int, Any]] = field(default_factory=list)
+    #: one future per run of update messages: done once its deltas went to the producer
+    runs: list[asyncio.Future[None]] = field(default_factory=list)

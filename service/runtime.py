@@ -39,12 +39,13 @@ from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, make_consumer, make_producer
 
 from ._catchup import release, take_over
-from ._consume import RUN_UPDATES, LogReader, Run, start_run
+from ._consume import RUN_UPDATES, LogReader
 from ._control import Controls
 from ._faults import crash_point
 from ._ownership import Ownership
 from ._publish import Publisher
 from ._recovery import recover, take_snapshot
+from ._runs import Run, Runs, run_batch
 from ._snapshots import Snapshots
 from ._types import STATUS, STATUS_NAMES, Chunk, Outcome, RegisteredDoc, RuntimeConfig
 from ._window import PastRun, Window
@@ -89,6 +90,7 @@ class Runtime:
             metrics.owned_shards.set(cfg.matches_partitions)
         self.controls = Controls(engine, self.queries, self.pub, metrics, self.window,
                                  self.owns)
+        self.runs = Runs(engine, self._ran)
 
     def owns(self, qid: int) -> bool:
         """This instance publishes the query's deltas (alone)."""
@@ -113,6 +115,7 @@ class Runtime:
                 await self.settled()
                 await self.own.commit(self.next_offset)
             await self.own.stop()
+        await self.runs.close()
         if self._finishing is not None:
             self._finishing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -211,14 +214,14 @@ class Runtime:
     # -- processing ------------------------------------------------------------------
     async def handle(self, records: list[Any], *, replay: bool) -> None:
         """Decode while the engine works: runs of update messages (cut at control records
-        and at ``RUN_UPDATES``) are applied in a worker thread one after another, and
-        the loop decodes the next run and publishes the previous one meanwhile."""
+        and at ``RUN_UPDATES``) go to the engine in log order (``_runs``: several at once
+        on the device pipeline, and across chunks), and their deltas are published in
+        that order as they come back. A control record waits for every run before it."""
         if not replay:
             crash_point("publish")
         chunk = Chunk([], [], {})
         run: list[tuple[int, Updates, float]] = []
         size = 0
-        pending: Run | None = None
         for rec in records:
             try:
                 item = decode(rec.value)
@@ -231,12 +234,12 @@ class Runtime:
                 size += len(item)
                 self.snaps.work += len(item)
                 if size >= RUN_UPDATES:
-                    pending = await self._next_run(pending, run, chunk, replay)
+                    self._add_run(run, chunk, replay)
                     run, size = [], 0
                 continue
-            pending = await self._next_run(pending, run, chunk, replay)
-            pending = await self._next_run(pending, [], chunk, replay)   # drained
+            self._add_run(run, chunk, replay)
             run, size = [], 0
+            await self.runs.drain()
             if isinstance(item, DecodeError):   # scale-out: shard 0's owner sends them
                 self.window.dead_letter(rec)
                 await self.pub.dead_letter(rec, str(item), chunk, replay or not self.owns(0))
@@ -244,11 +247,11 @@ class Runtime:
                 chunk.outcomes[rec.offset] = await self.controls.apply(rec.offset, item, chunk,
                                                                        replay)
                 self.snaps.work += len(item.edges) if isinstance(item, LoadPart) else 1
-        pending = await self._next_run(pending, run, chunk, replay)
-        await self._next_run(pending, [], chunk, replay)
+        self._add_run(run, chunk, replay)
         last = records[-1].offset
         self.reader.expected = last + 1
         if replay:
+            await self.runs.drain()
             self.next_offset = last + 1
             self._settle(chunk.outcomes)
             self.gauges()
@@ -263,6 +266,7 @@ class Runtime:
         """Wait for the chunk's acks, commit after it, then answer its waiters."""
         if before is not None:
             await before
+        await asyncio.gather(*chunk.runs)   # their deltas are all handed to the producer
         with kafka_errors("publishing deltas"):
             await asyncio.gather(*chunk.futures)
             crash_point("commit")
@@ -310,25 +314,23 @@ class Runtime:
         m.device_used.set(used)
         m.device_budget.set(budget)
 
-    async def _next_run(self, pending: Run | None, run: list[tuple[int, Updates, float]],
-                        chunk: Chunk, replay: bool) -> Run | None:
-        """Start ``run`` on the engine as soon as the previous run is done, then publish
-        the previous run's deltas while this one is matched (an empty ``run`` drains)."""
-        result = None
-        if pending is not None:
-            result = await pending.task
-            self.metrics.batch.observe(time.perf_counter() - pending.t0)
-        nxt = start_run(self.engine, run) if run else None
-        if pending is not None and result is not None:
-            await self._publish_run(pending, result, chunk, replay)
-            if self.window.enabled:   # what a shard's next owner may need again
-                r = result
-                self.window.add(pending.tick0, PastRun(
-                    pending.run[0][0], pending.run[-1][0], BatchResult(
-                        ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op,
-                        query_ids=(), counts=np.zeros((len(r.ops), 0), np.int64)),
-                    {off: a for off, _, a in pending.run}))
-        return nxt
+    def _add_run(self, run: list[tuple[int, Updates, float]], chunk: Chunk,
+                 replay: bool) -> None:
+        if run:
+            self.runs.add(Run(run, run_batch(run), chunk, replay))
+
+    async def _ran(self, done: Run, result: BatchResult) -> None:
+        """A run's result, in log order: its deltas to the matches topic, and the past run
+        a shard's next owner may need again."""
+        self.metrics.batch.observe(time.perf_counter() - done.t0)
+        await self._publish_run(done, result, done.chunk, done.replay)
+        if self.window.enabled:
+            r = result
+            self.window.add(done.tick0, PastRun(
+                done.run[0][0], done.run[-1][0], BatchResult(
+                    ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op,
+                    query_ids=(), counts=np.zeros((len(r.ops), 0), np.int64)),
+                {off: a for off, _, a in done.run}))
 
     async def _publish_run(self, done: Run, result: BatchResult, chunk: Chunk,
                            replay: bool) -> None:

@@ -142,6 +142,9 @@ class _GpuTicket:
     def ready(self) -> bool:
         return self.out is not None or bool(self.event.done)
 
+    def sync(self) -> None:
+        self.event.synchronize()
+
     def wait(self) -> MatchOutput:
         if self.out is None:
             self.out = self.ex._finish(self)

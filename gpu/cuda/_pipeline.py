@@ -78,6 +78,9 @@ class BatchTicket:
     def ready(self) -> bool:
         return self.result is not None or bool(self.event.done)
 
+    def sync(self) -> None:
+        self.event.synchronize()
+
     def wait(self) -> tuple[OpTable, MatchOutput]:
         if self.result is None:
             self.pipe.take(self)

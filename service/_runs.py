@@ -1,0 +1,168 @@
+"""Runs of update messages on the engine: submitted in log order, several at once where
+the executor pipelines them (the device pipeline), read back and handed on in log order.
+
+One driver makes every engine call of the runs (``submit``, ``result``), one at a time,
+so the engine is never entered twice. Waiting for a batch's device work
+(``PendingBatch.wait_ready``) touches no engine state and overlaps the next submit. The
+oldest run is read as soon as it is ready: on the CPU, whose ``submit`` has matched the
+run already, that is before the next run starts, so its deltas leave at once; with the
+device pipeline, up to ``depth`` runs are on the GPU while the oldest is read. Results go
+to ``on_result`` in log order, each after the previous call has returned; a run's
+``done`` future resolves then (a chunk commits once all of its runs are done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpu import BatchResult, Engine, PendingBatch, UpdateBatch
+from streams.codec import SEQ_STRIDE, Updates
+
+from ._types import Chunk
+
+__all__ = ["RUNS_IN_FLIGHT", "Run", "Runs", "run_batch"]
+
+#: runs submitted and not yet read at most (the device pipeline's depth)
+RUNS_IN_FLIGHT = 8
+
+
+def run_batch(run: list[tuple[int, Updates, float]]) -> UpdateBatch:
+    """One engine batch of the run's messages (offset, updates, arrival); update i of the
+    message at offset o gets seq ``o * SEQ_STRIDE + i``."""
+    seq = np.concatenate([off * SEQ_STRIDE + np.arange(len(u), dtype=np.int64)
+                          for off, u, _ in run])
+    us = [u for _, u, _ in run]
+    return UpdateBatch(seq=seq, op=np.concatenate([u.op for u in us]),
+                       src=np.concatenate([u.src for u in us]),
+                       dst=np.concatenate([u.dst for u in us]),
+                       label=np.concatenate([u.label for u in us]))
+
+
+@dataclass(slots=True)
+class Run:
+    """Update messages handed to the engine as one batch, and where its deltas go."""
+
+    run: list[tuple[int, Updates, float]]
+    batch: UpdateBatch
+    chunk: Chunk
+    replay: bool
+    t0: float = field(default_factory=time.perf_counter)
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    #: the graph's next tick when the run was submitted (its updates' ticks are >= it)
+    tick0: int = 0
+    pending: PendingBatch | None = None
+
+
+class Runs:
+    """The runs between the log and the publisher (see the module docstring)."""
+
+    def __init__(self, engine: Engine, on_result: Callable[[Run, BatchResult], Awaitable[None]],
+                 depth: int = RUNS_IN_FLIGHT) -> None:
+        self.engine, self.on_result, self.depth = engine, on_result, depth
+        self._queued: deque[Run] = deque()
+        self._flight: deque[Run] = deque()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._device: tuple[Run, asyncio.Future[Any]] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._failed: BaseException | None = None
+
+    def add(self, run: Run) -> None:
+        """Queue ``run`` behind every run added before."""
+        if self._failed is not None:
+            raise self._failed
+        run.chunk.runs.append(run.done)
+        self._queued.append(run)
+        self._idle.clear()
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._drive(), name="csm-runs")
+
+    async def drain(self) -> None:
+        """Until every run added so far is handed on (the engine is idle then)."""
+        await self._idle.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for run in (*self._flight, *self._queued):
+            run.done.cancel()
+
+    async def _drive(self) -> None:
+        try:
+            while True:
+                if self._flight and self._flight[0].pending.ready:  # type: ignore[union-attr]
+                    await self._read()
+                elif self._queued and len(self._flight) < self.depth:
+                    await self._submit()
+                elif self._flight:
+                    await self._wait()
+                else:
+                    self._idle.set()
+                    self._wake.clear()
+                    await self._wake.wait()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every waiting chunk must see it
+            self._failed = exc
+            for run in (*self._flight, *self._queued):
+                if not run.done.done():
+                    run.done.set_exception(exc)
+            self._flight.clear()
+            self._queued.clear()
+            self._idle.set()
+
+    async def _submit(self) -> None:
+        run = self._queued.popleft()
+        engine = self.engine
+
+        def submit() -> PendingBatch:
+            run.tick0 = engine.graph.tick + 1
+            return engine.submit(run.batch)
+
+        run.pending = await asyncio.to_thread(submit)
+        self._flight.append(run)
+
+    async def _read(self) -> None:
+        run = self._flight[0]
+        assert run.pending is not None
+        try:
+            result = await asyncio.to_thread(run.pending.result)
+            await self.on_result(run, result)
+        except BaseException as exc:
+            if not run.done.done():
+                run.done.set_exception(exc)
+            raise
+        self._flight.popleft()
+        run.done.set_result(None)
+
+    async def _wait(self) -> None:
+        """For the oldest run's device work, or for a new run to submit meanwhile."""
+        run = self._flight[0]
+        assert run.pending is not None
+        if self._device is None or self._device[0] is not run:
+            self._device = (run, asyncio.ensure_future(asyncio.to_thread(run.pending.wait_ready)))
+        dev = self._device[1]
+        self._wake.clear()
+        woke: asyncio.Future[Any] = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({dev, woke}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woke.cancel()
+        if dev.done():
+            self._device = None
+            dev.result()
