@@ -73,6 +73,7 @@ class Runs:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._read_one = asyncio.Event()   # set whenever a run is handed on (or all failed)
         self._device: tuple[Run, asyncio.Future[Any]] | None = None
         self._task: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
@@ -87,6 +88,21 @@ class Runs:
         self._wake.set()
         if self._task is None:
             self._task = asyncio.create_task(self._drive(), name="csm-runs")
+
+    @property
+    def open(self) -> int:
+        """Runs added and not yet handed on."""
+        return len(self._queued) + len(self._flight)
+
+    async def below(self, n: int) -> None:
+        """Until fewer than ``n`` runs are open. The runtime fetches records only then:
+        what arrives meanwhile makes the next run bigger (fewer, fuller batches under
+        load), instead of a queue of small ones."""
+        while self.open >= n and self._failed is None:
+            self._read_one.clear()
+            await self._read_one.wait()
+        if self._failed is not None:
+            raise self._failed
 
     async def drain(self) -> None:
         """Until every run added so far is handed on (the engine is idle then)."""
@@ -125,6 +141,7 @@ class Runs:
             self._flight.clear()
             self._queued.clear()
             self._idle.set()
+            self._read_one.set()
 
     async def _submit(self) -> None:
         run = self._queued.popleft()
@@ -149,6 +166,7 @@ class Runs:
             raise
         self._flight.popleft()
         run.done.set_result(None)
+        self._read_one.set()
 
     async def _wait(self) -> None:
         """For the oldest run's device work, or for a new run to submit meanwhile."""

@@ -139,7 +139,11 @@ class Runtime:
             if self.own is not None:
                 self.own.release = lambda shards: release(self, shards)
                 await self.own.start()
+            # runs ahead of the one matching: a pipelining executor takes the next while
+            # the GPU works; the CPU's submit does the work, so one at a time there
+            ahead = 2 if getattr(self.engine.executor, "pipelined", False) else 1
             while True:
+                await self.runs.below(ahead)
                 records = await self.reader.next_records()
                 if self._finishing is not None and self._finishing.done():
                     self._finishing.result()   # surfaces a failed publish or commit

@@ -1,0 +1,88 @@
+"""Runs of update messages on the engine (service/_runs.py), without a broker: results
+come back in log order and equal one engine applying the same runs one by one; a run
+waits behind the ones before it; a failing engine call fails every open run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from gpu import BatchResult, CountMode, Engine, Query, QuerySpec
+from service._runs import Run, Runs, run_batch
+from service._types import Chunk
+from streams import GenConfig, generate, iter_chunks
+from streams.codec import Updates
+
+
+def _engine() -> tuple[Engine, list[Updates]]:
+    ds = generate(GenConfig(vertices=400, edges=2500, labels=2, queries=1, insert_ratio=0.4,
+                            delete_ratio=0.1, seed=12))
+    eng = Engine("cpu")
+    g = ds.initial
+    eng.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
+    tri = Query.build([(v, None) for v in range(3)], [(0, 1, None), (1, 2, None), (0, 2, None)])
+    eng.register(QuerySpec(tri, CountMode.EMBEDDINGS))
+    msgs = [Updates(op=c.op, src=c.src, dst=c.dst, label=c.label)
+            for c in iter_chunks(ds.stream, 37)][:40]
+    assert len(msgs) > 30
+    return eng, msgs
+
+
+def test_runs_come_back_in_log_order_and_exact() -> None:
+    eng, msgs = _engine()
+    ref, _ = _engine()
+    want = [ref.apply(run_batch([(off, u, 0.0)])) for off, u in enumerate(msgs)]
+
+    async def main() -> list[tuple[int, BatchResult]]:
+        got: list[tuple[int, BatchResult]] = []
+
+        async def on_result(run: Run, result: BatchResult) -> None:
+            await asyncio.sleep(0)   # the next run may be submitted meanwhile
+            got.append((run.run[0][0], result))
+
+        runs = Runs(eng, on_result, depth=3)
+        chunks = [Chunk([], [], {}) for _ in range(4)]
+        for off, u in enumerate(msgs):   # ten runs a chunk, all added at once
+            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunks[off // 10],
+                         False))
+        assert runs.open == len(msgs)
+        await runs.drain()
+        assert runs.open == 0
+        assert [len(c.runs) for c in chunks] == [min(10, len(msgs) - 10 * k) for k in range(4)]
+        assert all(f.done() and f.exception() is None for c in chunks for f in c.runs)
+        await runs.close()
+        return got
+
+    got = asyncio.run(main())
+    assert [off for off, _ in got] == list(range(len(msgs)))
+    for (_, r), w in zip(got, want, strict=True):
+        assert np.array_equal(r.counts, w.counts)
+        assert np.array_equal(r.seq, w.seq) and np.array_equal(r.ops.tick, w.ops.tick)
+
+
+def test_a_failing_run_fails_every_open_run() -> None:
+    eng, msgs = _engine()
+
+    async def main() -> None:
+        async def on_result(run: Run, result: BatchResult) -> None:
+            if run.run[0][0] == 2:
+                raise RuntimeError("publisher down")
+
+        runs = Runs(eng, on_result)
+        chunk = Chunk([], [], {})
+        for off, u in enumerate(msgs[:6]):
+            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False))
+        with pytest.raises(RuntimeError, match="publisher down"):
+            await runs.drain()
+        done = await asyncio.gather(*chunk.runs, return_exceptions=True)
+        assert done[:2] == [None, None]
+        assert all(isinstance(d, RuntimeError) for d in done[2:])
+        with pytest.raises(RuntimeError, match="publisher down"):
+            runs.add(Run([(9, msgs[0], 0.0)], run_batch([(9, msgs[0], 0.0)]), chunk, False))
+        with pytest.raises(RuntimeError, match="publisher down"):
+            await runs.below(1)
+        await runs.close()
+
+    asyncio.run(main())
