@@ -24,8 +24,9 @@ from ._executor import (
     create_executor,
     edge_tasks,
 )
+from ._result_columns import result_columns
 from ._results import BatchResult, BatchStats, Listing
-from ._types import CountMode, UpdateBatch, UpdateOp, UpdateStatus
+from ._types import CountMode, UpdateBatch, UpdateOp
 from .exceptions import EngineError, UnknownQueryError
 from .graph._host import HostGraph, LoadStats, OpTable
 from .planning._planner import PlanSet, plan_query
@@ -36,8 +37,7 @@ if TYPE_CHECKING:
 
 #: op and status codes as plain ints: numpy compares them with arrays without the enum
 _INS_V = int(UpdateOp.INSERT_VERTEX)
-_APPLIED, _IGNORED, _REJECTED = (int(UpdateStatus.APPLIED), int(UpdateStatus.IGNORED),
-                                 int(UpdateStatus.REJECTED))
+_NO_COUNTS = np.zeros(0, np.int64)
 
 __all__ = ["Engine", "PendingBatch", "QuerySpec", "RegisteredQuery", "warm_up"]
 
@@ -320,30 +320,24 @@ class Engine:
             p.ntasks = len(p.ei) * len(p.qids)
         ops, ei, qids = p.ops, p.ei, p.qids
         assert ei is not None
-        counts = np.zeros((len(ops), len(qids)), np.int64)
         listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
         io = None
+        flat = _NO_COUNTS
         if p.ticket is not None:
             if out is None:
                 out = p.ticket.wait()
             io = out.io
-            sign = 1 - 2 * ops.op[ei].astype(np.int64)   # insert +1, delete -1
-            c = out.counts.reshape(len(ei), len(qids)) * p.scale[:, 0]
-            counts[ei, :] = c // p.scale[:, 1] * sign[:, None]   # exact: see plan_query
-            listings = self._listings(ops, ei, qids, p.specs, out)
+            flat = out.counts
+            if listings:
+                listings = self._listings(ops, ei, qids, p.specs, out)
         t2 = time.perf_counter()
         raw = ops.raw
-        n = len(raw)
-        step = np.ones(n + 1, np.bool_)        # step[i]: raw changes between i - 1 and i
-        np.not_equal(raw[1:], raw[:-1], out=step[1:n])
-        idx = np.arange(n)
-        sub = (idx - np.maximum.accumulate(np.where(step[:n], idx, 0))).astype(np.int32)
-        status = np.bincount(ops.status[step[1:]], minlength=3)   # last op of each raw update
+        counts, sub, tally = result_columns(raw, ops.status, ops.op, ei, flat, p.scale[:, 0],
+                                            p.scale[:, 1])
+        a, i, r, pos, neg = tally.tolist()
         stats = BatchStats(
-            updates=len(p.batch), edge_updates=len(ei),
-            applied=int(status[_APPLIED]), ignored=int(status[_IGNORED]),
-            rejected=int(status[_REJECTED]),
-            positive=int(np.maximum(counts, 0).sum()), negative=int(np.maximum(-counts, 0).sum()),
+            updates=len(p.batch), edge_updates=len(ei), applied=a, ignored=i, rejected=r,
+            positive=pos, negative=neg,
             resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1, tasks=p.ntasks,
             host_bytes=io.host_bytes if io else 0, cache_hits=io.cache_hits if io else 0,
             cache_misses=io.cache_misses if io else 0)
