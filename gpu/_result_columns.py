@@ -5,12 +5,27 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["result_columns"]
 
 
+def result_columns(raw: npt.NDArray[np.integer], status: npt.NDArray[np.integer],
+                   op: npt.NDArray[np.integer], ei: npt.NDArray[np.integer],
+                   flat: npt.NDArray[np.integer], num: npt.NDArray[np.integer],
+                   den: npt.NDArray[np.integer]) -> tuple[npt.NDArray[np.int64],
+                                                          npt.NDArray[np.int32],
+                                                          npt.NDArray[np.int64]]:
+    """:func:`_columns` on contiguous arrays of one set of types: a view of the scales
+    of two or more queries (strided) or another dtype would compile it again, on the
+    first such batch of a live stream."""
+    c = np.ascontiguousarray
+    return _columns(c(raw, np.int32), c(status, np.int8), c(op, np.int8), c(ei, np.int64),  # type: ignore[no-any-return]
+                    c(flat, np.int64), c(num, np.int64), c(den, np.int64))
+
+
 @nb.njit(cache=True, nogil=True)
-def result_columns(raw, status, op, ei, flat, num, den):  # type: ignore[no-untyped-def]
+def _columns(raw, status, op, ei, flat, num, den):  # type: ignore[no-untyped-def]
     """The signed counts per (primitive update, query): task counts ``flat`` (edge update
     k of ``ei``, query j at k * nq + j) times num / den (exact: see plan_query), + for an
     insertion and - for a deletion; each primitive update's index within its raw update;
