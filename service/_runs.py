@@ -54,7 +54,8 @@ class Run:
     batch: UpdateBatch
     chunk: Chunk
     replay: bool
-    t0: float = field(default_factory=time.perf_counter)
+    #: when it was submitted (the batch latency metric)
+    t0: float = 0.0
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
     #: the graph's next tick when the run was submitted (its updates' ticks are >= it)
@@ -75,6 +76,7 @@ class Runs:
         self._idle.set()
         self._read_one = asyncio.Event()   # set whenever a run is handed on (or all failed)
         self._device: tuple[Run, asyncio.Future[Any]] | None = None
+        self._submitting: Run | None = None   # taken off the queue, not yet in flight
         self._task: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
 
@@ -92,7 +94,7 @@ class Runs:
     @property
     def open(self) -> int:
         """Runs added and not yet handed on."""
-        return len(self._queued) + len(self._flight)
+        return len(self._queued) + len(self._flight) + (self._submitting is not None)
 
     async def below(self, n: int) -> None:
         """Until fewer than ``n`` runs are open. The runtime fetches records only then:
@@ -111,12 +113,17 @@ class Runs:
             raise self._failed
 
     async def close(self) -> None:
+        """Stop: no run is submitted or handed on after this (their chunks never commit)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for run in (*self._flight, *self._queued):
+        for run in self._open():
             run.done.cancel()
+
+    def _open(self) -> list[Run]:
+        sub = [self._submitting] if self._submitting is not None else []
+        return [*self._flight, *sub, *self._queued]
 
     async def _drive(self) -> None:
         try:
@@ -131,39 +138,35 @@ class Runs:
                     self._idle.set()
                     self._wake.clear()
                     await self._wake.wait()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - every waiting chunk must see it
+        except Exception as exc:  # every waiting chunk must see it
             self._failed = exc
-            for run in (*self._flight, *self._queued):
+            for run in self._open():
                 if not run.done.done():
                     run.done.set_exception(exc)
             self._flight.clear()
             self._queued.clear()
+            self._submitting = None
             self._idle.set()
             self._read_one.set()
 
     async def _submit(self) -> None:
-        run = self._queued.popleft()
+        run = self._submitting = self._queued.popleft()
         engine = self.engine
 
         def submit() -> PendingBatch:
             run.tick0 = engine.graph.tick + 1
             return engine.submit(run.batch)
 
+        run.t0 = time.perf_counter()
         run.pending = await asyncio.to_thread(submit)
         self._flight.append(run)
+        self._submitting = None
 
     async def _read(self) -> None:
         run = self._flight[0]
         assert run.pending is not None
-        try:
-            result = await asyncio.to_thread(run.pending.result)
-            await self.on_result(run, result)
-        except BaseException as exc:
-            if not run.done.done():
-                run.done.set_exception(exc)
-            raise
+        result = await asyncio.to_thread(run.pending.result)
+        await self.on_result(run, result)
         self._flight.popleft()
         run.done.set_result(None)
         self._read_one.set()
@@ -173,6 +176,8 @@ class Runs:
         run = self._flight[0]
         assert run.pending is not None
         if self._device is None or self._device[0] is not run:
+            if self._device is not None and self._device[1].done():
+                self._device[1].exception()   # read: a run's failure surfaces in result()
             self._device = (run, asyncio.ensure_future(asyncio.to_thread(run.pending.wait_ready)))
         dev = self._device[1]
         self._wake.clear()

@@ -113,6 +113,7 @@ class Runtime:
         if self.own is not None:   # a clean leave: hand the shards over where they stand
             with contextlib.suppress(Exception):
                 await self.settled()
+                await self.runs.drain()   # a stopped chunk's runs: none publishes after leaving
                 await self.own.commit(self.next_offset)
             await self.own.stop()
         await self.runs.close()

@@ -86,3 +86,61 @@ def test_a_failing_run_fails_every_open_run() -> None:
         await runs.close()
 
     asyncio.run(main())
+
+
+class _FailingEngine(Engine):
+    """Fault injection: the engine's submit raises on the given call."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__("cpu")
+        self.calls, self.fail_at = 0, fail_at
+
+    def submit(self, batch):  # type: ignore[no-untyped-def, override]
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("device lost")
+        return super().submit(batch)
+
+
+def test_a_failing_submit_fails_its_run_and_every_later_one() -> None:
+    _, msgs = _engine()
+
+    async def main() -> None:
+        async def on_result(run: Run, result: BatchResult) -> None:
+            return None
+
+        runs = Runs(_FailingEngine(fail_at=2), on_result)
+        chunk = Chunk([], [], {})
+        for off, u in enumerate(msgs[:4]):
+            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False))
+        with pytest.raises(RuntimeError, match="device lost"):
+            await runs.drain()
+        done = await asyncio.gather(*chunk.runs, return_exceptions=True)   # none left pending
+        assert done[0] is None
+        assert all(isinstance(d, RuntimeError) for d in done[1:])
+        assert runs.open == 0
+        await runs.close()
+
+    asyncio.run(main())
+
+
+def test_close_cancels_the_open_runs() -> None:
+    eng, msgs = _engine()
+
+    async def main() -> None:
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        async def on_result(run: Run, result: BatchResult) -> None:
+            entered.set()
+            await gate.wait()   # the publisher hangs: every run stays open
+
+        runs = Runs(eng, on_result)
+        chunk = Chunk([], [], {})
+        for off, u in enumerate(msgs[:3]):
+            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False))
+        await entered.wait()   # the first run is being handed on
+        assert runs.open == 3
+        await runs.close()
+        assert all(f.cancelled() for f in chunk.runs)
+
+    asyncio.run(main())
