@@ -422,8 +422,10 @@ def main() -> None:
     warm_up("cpu")
     warm_up(BACKEND)
     secs = args.sections.split(",")
+    env = os.environ.get("CSM_BENCH_DEVICE_GRAPH")
+    graph = f"CSM_BENCH_DEVICE_GRAPH={env} " if env is not None else ""
     lines = ["## GPU executor", "",
-             f"Command: `python bench/gpu_bench.py --sections {args.sections}`  ",
+             f"Command: `{graph}python bench/gpu_bench.py --sections {args.sections}`  ",
              f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}", ""]
     if "yeast" in secs:
         lines += ["### Yeast, queries 0-19, embeddings mode", "",

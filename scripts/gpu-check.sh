@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# On the GPU machine (the device tool), in parts that fit its 600 s calls; each part's log
+# and docs/benchmarks.md go to $OUT (default /tmp). Run scripts/gpu-machine.sh first where
+# the service's packages are needed.
+#   scripts/gpu-check.sh tests-a   the device pipeline, the device updater, the oracle on a
+#                                  device-owned graph, result columns (about 4 min)
+#   scripts/gpu-check.sh tests-b   every other test of tests/gpu marked gpu (about 7 min)
+#   scripts/gpu-check.sh bench     the device-graph benchmarks: pipeline, Enron, Yeast,
+#                                  throughput against b, response time (docs/benchmarks.md)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}
+first=(tests/gpu/test_pipeline.py tests/gpu/test_device_updater.py tests/gpu/test_oracle.py
+       tests/gpu/test_result_columns.py)
+case "${1:-}" in
+  tests-a)
+    python -m pytest -q -p no:cacheprovider -m gpu --timeout 300 "${first[@]}" \
+        > "$out/tests-a.log" 2>&1
+    rc=$? ;;
+  tests-b)
+    python -m pytest -q -p no:cacheprovider -m gpu --timeout 300 tests/gpu \
+        "${first[@]/#/--deselect=}" > "$out/tests-b.log" 2>&1
+    rc=$? ;;
+  bench)
+    CSM_BENCH_DEVICE_GRAPH=1 python bench/gpu_bench.py --repeat 2 --window 20000 \
+        --sections pipeline,enron,yeast,batch,latency > "$out/bench.log" 2>&1
+    rc=$?
+    cp docs/benchmarks.md "$out/" ;;
+  *) echo "usage: $0 tests-a|tests-b|bench" >&2; exit 2 ;;
+esac
+tail -5 "$out/${1}.log"
+exit $rc
