@@ -32,6 +32,7 @@ from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
+from ._host_columns import read_ops
 from ._updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
 from .kernels import kernel
 
@@ -299,12 +300,7 @@ class DevicePipeline:
 
     def _read(self, t: BatchTicket) -> tuple[OpTable, MatchOutput]:
         c, b, n = t.block.ctrl, t.batch, len(t.batch)
-        out = t.block.out
-        ops = OpTable(raw=np.arange(n, dtype=np.int32), op=b.op.astype(np.int8),
-                      a=out[0, :n].astype(np.int32), b=out[1, :n].astype(np.int32),
-                      src=b.src.copy(), dst=b.dst.copy(), label=out[2, :n].astype(np.int32),
-                      tick=out[3, :n].copy(), status=out[4, :n].astype(np.int8),
-                      reason=out[5, :n].astype(np.int8))
+        ops = OpTable(*read_ops(t.block.out, n, b.op, b.src, b.dst))
         nt = int(c[C_NTASK])
         counts = c[t.block.counts_at:t.block.counts_at + nt].copy()
         return ops, _counts_only(counts)

@@ -27,6 +27,7 @@ from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
 from ..graph._idmap import IdMap, slot_of
 from ._device_graph import SEG_BITS, mapped_zeros
+from ._host_columns import note_ext
 from .kernels import cupy_or_raise, kernel
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
@@ -497,9 +498,7 @@ class DeviceGraphView:
             grown = np.zeros(max(nv, 2 * len(self.vext)), np.int64)
             grown[: len(self.vext)] = self.vext
             self.vext = grown
-        for ids, ext in ((ops.a, ops.src), (ops.b, ops.dst)):
-            known = ids >= 0
-            self.vext[ids[known]] = ext[known]
+        note_ext(self.vext, ops.a, ops.src, ops.b, ops.dst)
 
     def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
                                    npt.NDArray[np.int32]]:

@@ -1,0 +1,48 @@
+"""The device pipeline's per-batch host work on columns, compiled: reading a control block's
+primitive updates and noting external ids were some twenty small numpy calls a batch
+(about 25 us at b = 1 on the H100 host)."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+__all__ = ["note_ext", "read_ops"]
+
+
+@nb.njit(cache=True, nogil=True)
+def read_ops(out, n, op, src, dst):  # type: ignore[no-untyped-def]
+    """The columns of an OpTable from a control block's output rows ``out`` (a, b, label,
+    tick, status, reason as int64; one primitive update per raw update: edge updates)."""
+    raw = np.empty(n, np.int32)
+    o_op = np.empty(n, np.int8)
+    a = np.empty(n, np.int32)
+    b = np.empty(n, np.int32)
+    o_src = np.empty(n, np.int64)
+    o_dst = np.empty(n, np.int64)
+    label = np.empty(n, np.int32)
+    tick = np.empty(n, np.int64)
+    status = np.empty(n, np.int8)
+    reason = np.empty(n, np.int8)
+    for i in range(n):
+        raw[i] = i
+        o_op[i] = op[i]
+        a[i] = out[0, i]
+        b[i] = out[1, i]
+        o_src[i] = src[i]
+        o_dst[i] = dst[i]
+        label[i] = out[2, i]
+        tick[i] = out[3, i]
+        status[i] = out[4, i]
+        reason[i] = out[5, i]
+    return raw, o_op, a, b, o_src, o_dst, label, tick, status, reason
+
+
+@nb.njit(cache=True, nogil=True)
+def note_ext(vext, a, src, b, dst):  # type: ignore[no-untyped-def]
+    """vext[v] = the external id of every internal id the primitive updates name."""
+    for i in range(len(a)):
+        if a[i] >= 0:
+            vext[a[i]] = src[i]
+        if b[i] >= 0:
+            vext[b[i]] = dst[i]

@@ -1,0 +1,39 @@
+"""The device pipeline's compiled host columns (gpu/cuda/_host_columns.py) against the
+numpy they replace; CPU only (they read host memory)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.cuda._host_columns import note_ext, read_ops
+
+
+def test_read_ops_equals_the_numpy_reading() -> None:
+    rng = np.random.default_rng(3)
+    cap, n = 64, 37
+    out = rng.integers(-1, 1000, (6, cap)).astype(np.int64)
+    op = rng.integers(0, 2, n).astype(np.int8)
+    src = rng.integers(0, 1 << 40, n).astype(np.int64)
+    dst = rng.integers(0, 1 << 40, n).astype(np.int64)
+    got = read_ops(out, n, op, src, dst)
+    want = (np.arange(n, dtype=np.int32), op, out[0, :n].astype(np.int32),
+            out[1, :n].astype(np.int32), src, dst, out[2, :n].astype(np.int32), out[3, :n],
+            out[4, :n].astype(np.int8), out[5, :n].astype(np.int8))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert not np.shares_memory(got[1], op) and not np.shares_memory(got[4], src)
+
+
+def test_note_ext_equals_the_numpy_scatter() -> None:
+    rng = np.random.default_rng(4)
+    n, nv = 200, 50
+    a = rng.integers(-1, nv, n).astype(np.int32)
+    b = rng.integers(-1, nv, n).astype(np.int32)
+    ext = rng.integers(0, 1 << 40, nv).astype(np.int64)   # one external id per vertex
+    src, dst = ext[np.maximum(a, 0)], ext[np.maximum(b, 0)]
+    got, want = np.zeros(nv, np.int64), np.zeros(nv, np.int64)
+    note_ext(got, a, src, b, dst)
+    for ids, e in ((a, src), (b, dst)):
+        known = ids >= 0
+        want[ids[known]] = e[known]
+    assert np.array_equal(got, want)
