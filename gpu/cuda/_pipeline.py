@@ -255,12 +255,12 @@ class DevicePipeline:
         bound = int(self.updater.meta[M_MAXLEN]) + n + sum(len(t.batch) for t in self._flight)
         if bound + 1 > self._stride:
             self._stride = (bound + max(64, bound // 4, 2 * n) + 31) // 32 * 32
-        sx, sy = self.updater._slots(batch)
+        inp = block.inp
+        self.updater._slots(batch, inp[1, :n], inp[2, :n])
+        inp[0, :n], inp[3, :n] = batch.op, batch.label
         self._seq += 1
         c = block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
-        inp = block.inp
-        inp[0, :n], inp[1, :n], inp[2, :n], inp[3, :n] = batch.op, sx, sy, batch.label
         ticket = BatchTicket(self, block, batch, self._seq, None)
         block.ticket = ticket
         self._launch(ticket)

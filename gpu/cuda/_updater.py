@@ -27,7 +27,7 @@ from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
 from ..graph._idmap import IdMap, slot_of
 from ._device_graph import SEG_BITS, mapped_zeros
-from ._host_columns import note_ext
+from ._host_columns import intern_ends, note_ext
 from .kernels import cupy_or_raise, kernel
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
@@ -286,16 +286,14 @@ class DeviceUpdater:
         return stats
 
     # -- updates --------------------------------------------------------------------------
-    def _slots(self, batch: UpdateBatch) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+    def _slots(self, batch: UpdateBatch, sx: npt.NDArray[np.int32],
+               sy: npt.NDArray[np.int32]) -> None:
+        """The slots of the batch's ends into ``sx`` and ``sy`` (new ids get new slots)."""
         n = len(batch)
         self.ids.reserve(2 * n)
         new_ext = np.empty(2 * n, np.int64)
-        vertex_op = batch.op >= _VERTEX_OPS
-        sx, k1 = _intern(self.ids.keys, self.ids.vals, self.ids.used, batch.src,
-                         np.zeros(n, np.bool_), self.n_slots, new_ext)
-        sy, k2 = _intern(self.ids.keys, self.ids.vals, self.ids.used, batch.dst, vertex_op,
-                         self.n_slots + k1, new_ext[k1:])
-        k = int(k1) + int(k2)
+        k = int(intern_ends(self.ids.keys, self.ids.vals, self.ids.used, batch.op, batch.src,
+                            batch.dst, _VERTEX_OPS, self.n_slots, new_ext, sx, sy))
         if k:
             if self.n_slots + k > self._scap:
                 with self.stream:
@@ -303,14 +301,13 @@ class DeviceUpdater:
             self.slot_ext[self.n_slots:self.n_slots + k].set(new_ext[:k], stream=self.stream)
             self.n_slots += k
             self.ids.count = self.n_slots
-        return sx, sy
 
     def apply(self, batch: UpdateBatch) -> OpTable:
         """Resolve and install ``batch`` on the device; returns its primitive updates."""
         n = len(batch)
-        sx, sy = self._slots(batch)
         buf = np.empty(4 * n, np.int32)
-        buf[:n], buf[n:2 * n], buf[2 * n:3 * n], buf[3 * n:] = batch.op, sx, sy, batch.label
+        self._slots(batch, buf[n:2 * n], buf[2 * n:3 * n])
+        buf[:n], buf[3 * n:] = batch.op, batch.label
         return self.resume(buf, n)
 
     def resume(self, buf: npt.NDArray[np.int32], n: int, i: int = 0, n_out: int = 0,

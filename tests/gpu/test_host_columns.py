@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.cuda._host_columns import note_ext, read_ops
+from gpu.cuda._host_columns import intern_ends, note_ext, read_ops
 
 
 def test_read_ops_equals_the_numpy_reading() -> None:
@@ -37,3 +37,25 @@ def test_note_ext_equals_the_numpy_scatter() -> None:
         known = ids >= 0
         want[ids[known]] = e[known]
     assert np.array_equal(got, want)
+
+
+def test_intern_ends_equals_interning_sources_then_destinations() -> None:
+    from gpu.cuda._updater import _intern
+    from gpu.graph import IdMap
+
+    rng = np.random.default_rng(5)
+    n = 300
+    op = rng.integers(0, 4, n).astype(np.int8)   # 2, 3: vertex operations (no destination)
+    src = rng.integers(0, 80, n).astype(np.int64) * 7919
+    dst = rng.integers(0, 80, n).astype(np.int64) * 7919
+    one, two = IdMap(16), IdMap(16)
+    for m in (one, two):
+        m.reserve(2 * n)
+    e1, e2 = np.empty(2 * n, np.int64), np.empty(2 * n, np.int64)
+    sx1, k1 = _intern(one.keys, one.vals, one.used, src, np.zeros(n, np.bool_), 5, e1)
+    sy1, k2 = _intern(one.keys, one.vals, one.used, dst, op >= 2, 5 + k1, e1[k1:])
+    sx2, sy2 = np.empty(n, np.int32), np.empty(n, np.int32)
+    k = intern_ends(two.keys, two.vals, two.used, op, src, dst, 2, 5, e2, sx2, sy2)
+    assert k == k1 + k2
+    assert np.array_equal(sx1, sx2) and np.array_equal(sy1, sy2)
+    assert np.array_equal(e1[:k], e2[:k])
