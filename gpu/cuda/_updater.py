@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numba as nb
 import numpy as np
 import numpy.typing as npt
 
@@ -25,7 +24,7 @@ from .._types import UpdateBatch, UpdateOp
 from ..exceptions import BackendError
 from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
-from ..graph._idmap import IdMap, slot_of
+from ..graph._idmap import IdMap
 from ._device_graph import SEG_BITS, mapped_zeros
 from ._host_columns import intern_ends, note_ext
 from .kernels import cupy_or_raise, kernel
@@ -38,27 +37,6 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
 _W_MINCHUNK = 8   # kernels/update.cu W_MINCHUNK
-
-
-@nb.njit(cache=True, nogil=True)
-def _intern(keys, vals, used, xs, skip, count, new_ext):  # type: ignore[no-untyped-def]
-    """Slot of every ``xs[i]`` (-1 where ``skip[i]``), giving unseen ids the next slots;
-    their external ids go to ``new_ext``. Returns (slots, how many are new)."""
-    out = np.empty(len(xs), np.int32)
-    n_new = 0
-    for i in range(len(xs)):
-        if skip[i]:
-            out[i] = -1
-            continue
-        s = slot_of(keys, used, xs[i])
-        if used[s] == 0:
-            used[s] = 1
-            keys[s] = xs[i]
-            vals[s] = count + n_new
-            new_ext[n_new] = xs[i]
-            n_new += 1
-        out[i] = vals[s]
-    return out, n_new
 
 
 class UpdaterStats:
@@ -275,8 +253,10 @@ class DeviceUpdater:
                 dev[:nv].set(np.ascontiguousarray(host), stream=self.stream)
         self.ids.reserve(nv)
         new_ext = np.empty(nv, np.int64)
-        _, n_new = _intern(self.ids.keys, self.ids.vals, self.ids.used, g.vext[:nv].copy(),
-                           np.zeros(nv, np.bool_), 0, new_ext)
+        none = np.zeros(0, np.int64)   # sources only: loaded vertex i takes slot i
+        n_new = intern_ends(self.ids.keys, self.ids.vals, self.ids.used, none.astype(np.int8),
+                            np.ascontiguousarray(g.vext[:nv]), none, _VERTEX_OPS, 0, new_ext,
+                            np.empty(nv, np.int32), none.astype(np.int32))
         self.n_slots = self.ids.count = int(n_new)
         self.meta[M_NV] = nv
         self.meta[M_POOL_USED] = used

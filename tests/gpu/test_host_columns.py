@@ -39,8 +39,7 @@ def test_note_ext_equals_the_numpy_scatter() -> None:
     assert np.array_equal(got, want)
 
 
-def test_intern_ends_equals_interning_sources_then_destinations() -> None:
-    from gpu.cuda._updater import _intern
+def test_intern_ends_gives_slots_in_first_seen_order() -> None:
     from gpu.graph import IdMap
 
     rng = np.random.default_rng(5)
@@ -48,14 +47,15 @@ def test_intern_ends_equals_interning_sources_then_destinations() -> None:
     op = rng.integers(0, 4, n).astype(np.int8)   # 2, 3: vertex operations (no destination)
     src = rng.integers(0, 80, n).astype(np.int64) * 7919
     dst = rng.integers(0, 80, n).astype(np.int64) * 7919
-    one, two = IdMap(16), IdMap(16)
-    for m in (one, two):
-        m.reserve(2 * n)
-    e1, e2 = np.empty(2 * n, np.int64), np.empty(2 * n, np.int64)
-    sx1, k1 = _intern(one.keys, one.vals, one.used, src, np.zeros(n, np.bool_), 5, e1)
-    sy1, k2 = _intern(one.keys, one.vals, one.used, dst, op >= 2, 5 + k1, e1[k1:])
-    sx2, sy2 = np.empty(n, np.int32), np.empty(n, np.int32)
-    k = intern_ends(two.keys, two.vals, two.used, op, src, dst, 2, 5, e2, sx2, sy2)
-    assert k == k1 + k2
-    assert np.array_equal(sx1, sx2) and np.array_equal(sy1, sy2)
-    assert np.array_equal(e1[:k], e2[:k])
+    ids = IdMap(16)
+    ids.reserve(2 * n)
+    new_ext = np.empty(2 * n, np.int64)
+    sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
+    k = intern_ends(ids.keys, ids.vals, ids.used, op, src, dst, 2, 5, new_ext, sx, sy)
+    slot: dict[int, int] = {}   # every source first, then every destination
+    for x in [*src.tolist(), *dst[op < 2].tolist()]:
+        slot.setdefault(x, 5 + len(slot))
+    assert k == len(slot) and new_ext[:k].tolist() == list(slot)
+    assert sx.tolist() == [slot[x] for x in src.tolist()]
+    assert sy.tolist() == [slot[x] if o < 2 else -1 for x, o in zip(dst.tolist(), op.tolist(),
+                                                                    strict=True)]
