@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import numba as nb
 import numpy as np
 import numpy.typing as npt
 
@@ -47,11 +48,25 @@ def edge_tasks(a: npt.NDArray[np.int32], b: npt.NDArray[np.int32],
                caps: npt.NDArray[np.int64]) -> MatchTasks:
     """One task per (applied edge update, query), queries innermost: task ``e * nq + j``
     is update e for the query whose plans are ``query_lo[j]..query_hi[j]``."""
+    c = np.ascontiguousarray   # one compiled signature (see gpu/_result_columns.py)
+    cols = _edge_tasks(c(a, np.int32), c(b, np.int32), c(label, np.int32), c(tick, np.int64),
+                       c(query_lo, np.int32), c(query_hi, np.int32), c(caps, np.int64))
+    return MatchTasks(*cols)
+
+
+@nb.njit(cache=True, nogil=True)
+def _edge_tasks(a, b, label, tick, query_lo, query_hi, caps):  # type: ignore[no-untyped-def]
     nq, n = len(query_lo), len(a)
-    rep = lambda x: np.repeat(x, nq)  # noqa: E731
-    return MatchTasks(a=rep(a), b=rep(b), label=rep(label), tick=rep(tick),
-                      plan_lo=np.tile(query_lo, n), plan_hi=np.tile(query_hi, n),
-                      cap=np.tile(caps, n))
+    m = n * nq
+    ta, tb, tl = np.empty(m, np.int32), np.empty(m, np.int32), np.empty(m, np.int32)
+    tt, lo, hi = np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.int32)
+    cap = np.empty(m, np.int64)
+    for e in range(n):
+        for j in range(nq):
+            k = e * nq + j
+            ta[k], tb[k], tl[k], tt[k] = a[e], b[e], label[e], tick[e]
+            lo[k], hi[k], cap[k] = query_lo[j], query_hi[j], caps[j]
+    return ta, tb, tl, tt, lo, hi, cap
 
 
 def plan_units(tasks: MatchTasks) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -84,14 +84,26 @@ def _by_task_cost(graph: HostGraph, tasks: MatchTasks, owner: npt.NDArray[np.int
                   start: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Units ordered by their task's degree product, largest first, each task's units side
     by side (``start``: each task's first unit): sorts tasks, not units."""
-    if not len(owner):
-        return np.zeros(0, np.int64)
-    cnt = np.diff(start, append=len(owner))
-    t = owner[start]
-    by = np.argsort(-(graph.seg_len[tasks.a[t]].astype(np.int64) * graph.seg_len[tasks.b[t]]),
-                    kind="stable")
-    k = cnt[by]
-    return np.repeat(start[by] - (np.cumsum(k) - k), k) + np.arange(len(owner))
+    return _cost_order(graph.seg_len, tasks.a, tasks.b, owner, start)
+
+
+@nb.njit(cache=True, nogil=True)
+def _cost_order(seg_len, ta, tb, owner, start):  # type: ignore[no-untyped-def]
+    nt, nu = len(start), len(owner)
+    cost = np.empty(nt, np.int64)
+    for i in range(nt):
+        t = owner[start[i]]
+        cost[i] = -(np.int64(seg_len[ta[t]]) * np.int64(seg_len[tb[t]]))
+    by = np.argsort(cost, kind="mergesort")   # stable: equal costs keep task order
+    out = np.empty(nu, np.int64)
+    w = 0
+    for i in range(nt):
+        s = start[by[i]]
+        e = start[by[i] + 1] if by[i] + 1 < nt else nu
+        for u in range(s, e):
+            out[w] = u
+            w += 1
+    return out
 
 
 EXECUTORS["cpu"] = lambda options: CpuExecutor()
