@@ -39,7 +39,6 @@ def test_runs_come_back_in_log_order_and_exact() -> None:
         got: list[tuple[int, BatchResult]] = []
 
         async def on_result(run: Run, result: BatchResult) -> None:
-            await asyncio.sleep(0)   # the next run may be submitted meanwhile
             got.append((run.run[0][0], result))
 
         runs = Runs(eng, on_result, depth=3)
