@@ -181,7 +181,7 @@ def breakdown(edges: int, window: int) -> list[str]:
             edge = (ops.op <= 1) & (ops.status == 0)
             ei = np.flatnonzero(edge)
             ps = eng._plan_set()
-            tasks = eng._edge_tasks(ops, ei, ps, tuple(eng._queries))
+            tasks = eng._edge_tasks(ops, ei, ps)
             ticket = ex.submit(g, ps, tasks) if len(tasks) else None
             t3 = time.perf_counter()
             if ticket is not None:

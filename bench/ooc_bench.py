@@ -144,7 +144,7 @@ def coverage(initial: GraphData, stream: UpdateBatch, queries: list[Query], b: i
     edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
         (ops.status == UpdateStatus.APPLIED)
     ps = eng._plan_set()
-    tasks = eng._edge_tasks(ops, np.flatnonzero(edge), ps, tuple(eng._queries))
+    tasks = eng._edge_tasks(ops, np.flatnonzero(edge), ps)
     reads = eng.executor.read_counts(eng.graph, ps, tasks)  # type: ignore[attr-defined]
     ex = eng.executor
     nbytes = ex.config.graph_budget_bytes // ex.config.cache_slots  # type: ignore[attr-defined]

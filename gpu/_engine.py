@@ -29,7 +29,7 @@ from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp
 from .exceptions import EngineError, UnknownQueryError
 from .graph._host import HostGraph, LoadStats, OpTable
-from .planning._planner import PlanSet, plan_query
+from .planning._planner import Plan, PlanSet, plan_query
 from .planning._query import Query
 
 if TYPE_CHECKING:
@@ -67,6 +67,27 @@ class RegisteredQuery:
     initial_scale: tuple[int, int] = (1, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class _Standing:
+    """What every batch reads of the standing queries, in registration order (rebuilt at
+    each (un)registration, not per batch)."""
+
+    qids: tuple[int, ...]
+    specs: dict[int, QuerySpec]
+    scale: npt.NDArray[np.int64]   # (queries, 2): count = matches * num // den
+    caps: npt.NDArray[np.int64]    # listing cap per update; -1: count only
+    counting_only: bool            # no query lists its matches (the device pipeline)
+
+    @classmethod
+    def of(cls, queries: dict[int, RegisteredQuery]) -> _Standing:
+        specs = {q: r.spec for q, r in queries.items()}
+        return cls(tuple(queries), specs,
+                   np.array([r.scale for r in queries.values()], np.int64).reshape(-1, 2),
+                   np.array([s.max_matches_per_update if s.list_matches else -1
+                             for s in specs.values()], np.int64),
+                   not any(s.list_matches for s in specs.values()))
+
+
 class Engine:
     def __init__(self, backend: str = "auto", executor: Executor | None = None,
                  options: ExecutorOptions | None = None) -> None:
@@ -77,6 +98,7 @@ class Engine:
         self._queries: dict[int, RegisteredQuery] = {}
         self._plans: dict[int, list] = {}  # type: ignore[type-arg]
         self._planset: PlanSet | None = None
+        self._standing = _Standing.of({})
         self._next_id = 1
         self._pending: list[PendingBatch] = []
         self._hold: int | None = None
@@ -115,15 +137,10 @@ class Engine:
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
-        qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
-                        label_share=self._label_share())
-        reg = RegisteredQuery(id=qid, spec=spec, automorphisms=qp.automorphisms,
-                              plan_count=len(qp.plans), scale=qp.scale,
-                              initial_scale=qp.initial_scale)
+        reg, plans = self._planned(spec, qid)
         self._queries[qid] = reg
-        self._plans[qid] = qp.plans
-        self._planset = None
-        self._plan_set()
+        self._plans[qid] = plans
+        self._changed()
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
 
@@ -131,11 +148,14 @@ class Engine:
         """What :meth:`register` would record (automorphisms, plans), without registering:
         a query another instance matches (scale-out) is still described the same way."""
         self._settle()
+        return self._planned(spec, query_id)[0]
+
+    def _planned(self, spec: QuerySpec, qid: int) -> tuple[RegisteredQuery, list[Plan]]:
         qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
                         label_share=self._label_share())
-        return RegisteredQuery(id=query_id, spec=spec, automorphisms=qp.automorphisms,
+        return RegisteredQuery(id=qid, spec=spec, automorphisms=qp.automorphisms,
                                plan_count=len(qp.plans), scale=qp.scale,
-                               initial_scale=qp.initial_scale)
+                               initial_scale=qp.initial_scale), qp.plans
 
     def _label_share(self) -> dict[int, float]:
         n = self.graph.num_vertices
@@ -150,6 +170,11 @@ class Engine:
             raise UnknownQueryError(f"no query with id {query_id}")
         del self._queries[query_id]
         del self._plans[query_id]
+        self._changed()
+
+    def _changed(self) -> None:
+        """The standing queries changed: what batches read of them, and the plan set."""
+        self._standing = _Standing.of(self._queries)
         self._planset = None
         self._plan_set()
 
@@ -159,7 +184,7 @@ class Engine:
         if self._planset is None:
             self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
             prepare = getattr(self.executor, "prepare_batches", None)
-            if prepare is not None and self._queries and self._counting_only():
+            if prepare is not None and self._queries and self._standing.counting_only:
                 prepare(self._planset)
         return self._planset
 
@@ -216,9 +241,8 @@ class Engine:
         one version)."""
         t0 = time.perf_counter()
         self._pending = [p for p in self._pending if p.reading]
-        qids = tuple(self._queries)
-        specs = {q: r.spec for q, r in self._queries.items()}
-        scale = np.array([r.scale for r in self._queries.values()], np.int64).reshape(-1, 2)
+        st = self._standing
+        qids, specs, scale = st.qids, st.specs, st.scale
         if self._pipelined(batch, qids):
             ticket = self.executor.submit_batch(batch, self._plan_set())  # type: ignore[attr-defined]
             pending = PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
@@ -239,7 +263,7 @@ class Engine:
         ticket, ntasks = None, 0
         if qids and len(ei):
             ps = self._plan_set()
-            tasks = self._edge_tasks(ops, ei, ps, qids)
+            tasks = self._edge_tasks(ops, ei, ps)
             ticket = self.executor.submit(self.graph, ps, tasks)
             ntasks = len(tasks)
         pending = PendingBatch(self, batch, ops, qids, specs, scale, ei, ticket, ntasks,
@@ -254,11 +278,7 @@ class Engine:
         the rest takes the host path, which builds tasks and listings on the host)."""
         return (bool(qids) and len(batch) > 0 and getattr(self.executor, "pipelined", False)
                 and self._hold is None and int(batch.op.max()) < _INS_V
-                and self._counting_only())
-
-    def _counting_only(self) -> bool:
-        """No standing query lists its matches (the device pipeline counts only)."""
-        return not any(r.spec.list_matches for r in self._queries.values())
+                and self._standing.counting_only)
 
     def hold_versions(self, tick: int | None) -> None:
         """Keep the graph readable at ``tick`` and later (None: no hold): entries deleted
@@ -291,12 +311,11 @@ class Engine:
             ps = self._plan_set()
             order = list(self._queries)
             cols = np.array([order.index(q) for q in query_ids], np.int64)
-            tasks = self._edge_tasks(ops, ei, ps, query_ids, cols)
+            tasks = self._edge_tasks(ops, ei, ps, cols)
             out = self.executor.submit(self.graph, ps, tasks).wait()
             scale = np.array([self._queries[q].scale for q in query_ids], np.int64)
-            sign = 1 - 2 * ops.op[ei].astype(np.int64)
-            c = out.counts.reshape(len(ei), len(query_ids)) * scale[:, 0]
-            counts[ei, :] = c // scale[:, 1] * sign[:, None]
+            counts = result_columns(ops.raw, ops.status, ops.op, ei, out.counts, scale[:, 0],
+                                    scale[:, 1])[0]
             listings = self._listings(ops, ei, query_ids, specs, out)
         return BatchResult(ops=ops, seq=past.seq, sub=past.sub, request_op=past.request_op,
                            query_ids=query_ids, counts=counts, listings=listings,
@@ -346,14 +365,13 @@ class Engine:
                            listings=listings, stats=stats)
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
-                    qids: tuple[int, ...], cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
-        """One task per (edge op, query); ``cols``: the queries' places in the plan set."""
-        nq = len(qids)
-        cols = np.arange(nq) if cols is None else cols
-        caps = np.array([self._queries[q].spec.max_matches_per_update
-                         if self._queries[q].spec.list_matches else -1 for q in qids], np.int64)
-        return edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], ps.query_lo[cols],
-                          ps.query_hi[cols], caps)
+                    cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
+        """One task per (edge op, query); ``cols``: some queries' places in the plan set
+        (None: every standing query)."""
+        lo, hi, caps = ps.query_lo, ps.query_hi, self._standing.caps
+        if cols is not None:
+            lo, hi, caps = lo[cols], hi[cols], caps[cols]
+        return edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], lo, hi, caps)
 
     def _listings(self, ops: OpTable, ei: npt.NDArray[np.int64], qids: tuple[int, ...],
                   specs: dict[int, QuerySpec], out: MatchOutput) -> dict[int, Listing]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-import numpy.typing as npt
 
 from .._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_starts, task_sums
 from ..graph._host import HostGraph, OpTable
@@ -53,7 +52,7 @@ class CpuExecutor:
         owner, plan64 = live_units(graph, plans, tasks)
         plan = plan64.astype(np.int32)
         start = task_starts(owner)
-        order = _by_task_cost(graph, tasks, owner, start)
+        order = _by_task_cost(graph.seg_len, tasks.a, tasks.b, owner, start)
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                     tasks.tick[owner], plan, plan + 1, order,
                                     max(1, min(self.threads, len(owner))), maxlen,
@@ -74,21 +73,17 @@ class CpuExecutor:
 
 
 def _sets_nv(units: int, nv: int) -> int:
-    """Vertex slots of the kernels' per-thread marks and weights (``_cpu_sets``), 0 to
+    """Vertex slots of the kernels' per-thread marks and weights (``_sets``), 0 to
     leave them off: zeroing them costs each call O(vertices), which a batch of few units
     on a large graph never earns back (at b=64 it made Enron 2-5x slower than merges)."""
     return nv if 64 * units >= SETS_UNITS_PER_64 * nv else 0
 
 
-def _by_task_cost(graph: HostGraph, tasks: MatchTasks, owner: npt.NDArray[np.int64],
-                  start: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Units ordered by their task's degree product, largest first, each task's units side
-    by side (``start``: each task's first unit): sorts tasks, not units."""
-    return _cost_order(graph.seg_len, tasks.a, tasks.b, owner, start)
-
-
 @nb.njit(cache=True, nogil=True)
-def _cost_order(seg_len, ta, tb, owner, start):  # type: ignore[no-untyped-def]
+def _by_task_cost(seg_len, ta, tb, owner, start):  # type: ignore[no-untyped-def]
+    """Units ordered by their task's degree product (task i: ends ta[i], tb[i]), largest
+    first, each task's units side by side (``start``: each task's first unit): sorts
+    tasks, not units."""
     nt, nu = len(start), len(owner)
     cost = np.empty(nt, np.int64)
     for i in range(nt):

@@ -8,7 +8,7 @@ updates of a batch run in parallel against their own graph versions.
 
 Neighbour arrays are sorted by key = (label << 32 | id), so a labelled query vertex
 reads one contiguous label range; set intersections merge or gallop by size, or scan
-the deeper list against marks of a shallower one that stays put (``_cpu_sets``). The
+the deeper list against marks of a shallower one that stays put (``_sets``). The
 last level is counted, not enumerated, unless matches are listed.
 """
 

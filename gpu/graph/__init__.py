@@ -3,8 +3,8 @@ resolved and versioned on the CPU (numba), and the external-id map the device sh
 
     _host.py      HostGraph: load, apply (copy-on-write versions), watermark, compaction
     _kernels.py   the updater's numba loops (resolve a batch in arrival order)
-    _pending.py   versions a batch builds before they are installed
-    _merge.py     bulk merges of sorted neighbour arrays (load, compaction)
+    _pending.py   an in-place batch's edge insertions, waiting to be merged
+    _merge.py     merging them into each touched version once
     _idmap.py     external id -> dense id (open addressing, numba)
 """
 

@@ -17,8 +17,8 @@ are dropped whenever a version is copied.
 With ``copy_on_write`` off (an executor that never reads during an update: the CPU)
 insertions go into the current version, which moves only when full, after its dead
 entries are purged in place: no copy per batch and far less garbage. A batch's
-insertions are first collected (``_graph_pending``) and merged into each touched version
-once (``_graph_merge``), and loaded versions get 1/4 headroom, so a hub that receives k
+insertions are first collected (``_pending``) and merged into each touched version
+once (``_merge``), and loaded versions get 1/4 headroom, so a hub that receives k
 insertions costs O(degree + k), not k shifts of its version.
 """
 
@@ -73,7 +73,7 @@ class OpTable:
 
 
 class HostGraph:
-    """Owns the arrays; numba kernels in ``_graph_kernels`` mutate them in place."""
+    """Owns the arrays; numba kernels in ``_kernels`` mutate them in place."""
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096) -> None:
         self.ids = IdMap(vertex_capacity)
@@ -211,7 +211,8 @@ class HostGraph:
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
-        pend = Pending(int(np.count_nonzero(batch.op == 0)) if not self.copy_on_write else 0)
+        pend = Pending(int(np.count_nonzero(batch.op == UpdateOp.INSERT_EDGE))
+                       if not self.copy_on_write else 0)
         i, n_out, stuck = 0, 0, -1
         while True:
             i, n_out, code = K.apply_batch(
@@ -227,11 +228,7 @@ class HostGraph:
             elif code == K.NEED_VERTS:
                 self.reserve_vertices(64)   # the arrays double as they grow
             elif code == K.NEED_POOL:
-                if i == stuck:   # collected already and still short (one huge version)
-                    self._grow(self._POOL, 2 * len(self.key))
-                else:
-                    self._make_room()
-                stuck = i
+                stuck = self._pool_full(i, stuck)
             else:
                 out.grow(n_out + int(self.vdeg.max()) + 16)
         self._merge(pend)
@@ -251,12 +248,17 @@ class HostGraph:
                                     self.seg_batch, self.key, self.elab, self.ct, self.dt)
             if code == K.DONE:
                 break
-            if r == stuck:
-                self._grow(self._POOL, 2 * len(self.key))
-            else:
-                self._make_room()
-            stuck = r
+            stuck = self._pool_full(r, stuck)
         pend.merged()
+
+    def _pool_full(self, at: int, stuck: int) -> int:
+        """Room in the pool for the work stopped at ``at``: collect, or grow when the last
+        collection left it stuck at the same place (one huge version)."""
+        if at == stuck:
+            self._grow(self._POOL, 2 * len(self.key))
+        else:
+            self._make_room()
+        return at
 
     def load(self, vertex_ids: npt.NDArray[np.int64], vertex_labels: npt.NDArray[np.int32],
              src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
@@ -309,7 +311,7 @@ class HostGraph:
         if m > len(self.key):
             self._alloc_pool(max(3 * m, 4096))   # room for garbage: see _make_room
         self._relayout()
-        pos = np.arange(len(perm)) + np.repeat(off - (np.cumsum(deg) - deg), deg)
+        pos = ranges(off, deg.astype(np.int64))
         self.key[pos] = key[perm]
         self.elab[pos] = np.concatenate([el, el])[perm]
         self.ct[pos] = 0

@@ -64,10 +64,17 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
 def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
     """Delete alive edge a-b (entry e in a's version) at a new tick; returns the tick."""
     f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
-    t = meta[TICK] + 1
-    meta[TICK] = t
+    t = _end_tick(a, b, meta, vdeg)
     dt[e] = t
     dt[f] = t
+    return t
+
+
+@nb.njit(cache=True, nogil=True)
+def _end_tick(a, b, meta, vdeg):  # type: ignore[no-untyped-def]
+    """The tick that ends edge a-b, and the degree and edge counts it changes."""
+    t = meta[TICK] + 1
+    meta[TICK] = t
     vdeg[a] -= 1
     vdeg[b] -= 1
     meta[NEDGES] -= 1
@@ -104,10 +111,10 @@ def _room(meta, vlabel, keys):  # type: ignore[no-untyped-def]
 
 @nb.njit(cache=True, nogil=True)
 def _need(v, meta, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
-    """Pool entries inserting into v may take (an upper bound: in place, purging dead
-    entries may make room without any)."""
-    if meta[IN_PLACE] == 0 and seg_batch[v] != meta[BATCH]:
-        # copy-on-write, once per batch; 1/8 headroom: a hub's copy is its degree, not twice
+    """Pool entries inserting into v may take (copy-on-write; in place, insertions wait in
+    the pending list and ``_merge`` makes room)."""
+    if seg_batch[v] != meta[BATCH]:
+        # a new version once per batch; 1/8 headroom: a hub's copy is its degree, not twice
         n = np.int64(seg_len[v])
         return n + max(np.int64(4), n >> np.int64(3))
     if seg_len[v] == seg_cap[v]:
@@ -161,10 +168,6 @@ def _shift_up(a, lo, hi):  # type: ignore[no-untyped-def]
 def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
                   key, elab, ct, dt):  # type: ignore[no-untyped-def]
     need = _need(v, meta, seg_len, seg_cap, seg_batch)
-    if need > 0 and meta[IN_PLACE] != 0:   # full: purging the dead entries may make room
-        off = seg_off[v]
-        seg_len[v] = _copy_live(off, seg_len[v], off, meta[WATERMARK], key, elab, ct, dt)
-        need = _need(v, meta, seg_len, seg_cap, seg_batch)
     if need > 0:
         _relocate(v, need, meta, seg_off, seg_len, seg_cap, seg_batch, key, elab, ct, dt)
     off, n = seg_off[v], seg_len[v]
@@ -194,7 +197,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
                 h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt):  # type: ignore[no-untyped-def]
     """In place (``meta[IN_PLACE]``) edge insertions go to the pending arrays (see
-    ``_graph_pending``), merged by the caller; copy-on-write inserts into new versions."""
+    ``_pending``), merged by the caller; copy-on-write inserts into new versions."""
     pool_cap = len(key)
     in_place = meta[IN_PLACE] != 0
     out_cap = len(o_raw)
@@ -237,13 +240,9 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                     if e < 0 and in_place:
                         pj = find_pending(h_key, h_val, pst, p_dt, pair_of(a, b))
                         if pj >= 0:
-                            t = meta[TICK] + 1
-                            meta[TICK] = t
+                            t = _end_tick(a, b, meta, vdeg)
                             p_dt[2 * pj] = t
                             p_dt[2 * pj + 1] = t
-                            vdeg[a] -= 1
-                            vdeg[b] -= 1
-                            meta[NEDGES] -= 1
                             o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, p_elab[2 * pj], t
                             n_out += 1
                             continue

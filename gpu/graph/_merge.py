@@ -1,4 +1,4 @@
-"""Merging a batch's pending entries into their versions (in place; see ``_graph_pending``).
+"""Merging a batch's pending entries into their versions (in place; see ``_pending``).
 
 Each touched vertex is done once: its pending entries sorted by key (stable, so equal
 keys keep creation order), room made as a sequential insertion would (purge the dead

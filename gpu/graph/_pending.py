@@ -4,7 +4,7 @@ Inserting each entry into its sorted version with a shift costs O(degree) moves 
 entry: a hub that gets k insertions in a batch pays k x degree. In place, the updater
 instead appends a batch's new entries to a *pending* list (both directions of an edge
 side by side: entries 2j and 2j + 1) and :func:`merge_pending` merges each touched
-vertex's pending entries into its version once (``_graph_merge``): O(degree + k) per
+vertex's pending entries into its version once (``_merge``): O(degree + k) per
 touched vertex.
 
 Statuses are resolved in arrival order exactly as before: an edge is alive if its

@@ -43,7 +43,7 @@ def task_batch(backend: str = "cpu", size: int = 512, queries: list[Query] | Non
         (ops.status == UpdateStatus.APPLIED)
     ei = np.flatnonzero(edge)
     ps = eng._plan_set()
-    return eng, ps, eng._edge_tasks(ops, ei, ps, tuple(eng._queries))
+    return eng, ps, eng._edge_tasks(ops, ei, ps)
 
 
 def triangle() -> Query:
