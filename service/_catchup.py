@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpu import BatchResult, Engine, OpTable
-from streams.codec import SEQ_STRIDE, decode
-from streams.exceptions import DecodeError
+from streams.codec import SEQ_STRIDE
 from streams.kafka import kafka_errors, last_records
 
 from ._publish import Cut
@@ -92,7 +91,8 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
         docs = {q: seen.get(q, rt.queries[q]) for q in alive if q % P in gap}
         retired = {q: r for q, r in window.retired.items() if q % P in gap}
         docs.update({q: r.doc for q, r in retired.items()})
-        extra = [q for q in docs if q not in {r.id for r in engine.queries}]
+        standing = {r.id for r in engine.queries}
+        extra = [q for q in docs if q not in standing]
         for q in extra:
             await asyncio.to_thread(engine.register, docs[q].doc.to_spec(), query_id=q)
         try:
@@ -109,7 +109,7 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
     with kafka_errors("publishing a shard's missed deltas"):
         await asyncio.gather(*chunk.futures)
     await rt.own.commit(here, shards)
-    await rt.own.announce(shards, rt.producer)
+    await rt.own.announce(shards, rt.pub.producer)
     rt.own.took(shards)
     rt.metrics.owned_queries.set(len(rt.engine.queries))
     rt.metrics.catchup_updates.inc(updates)
@@ -152,12 +152,9 @@ async def _rematch(rt: Runtime, engine: Engine, window: Window,
 
 async def _dead_letters(rt: Runtime, window: Window, since: int, chunk: Chunk) -> None:
     """The dead letters of the gap that the dead-letter topic does not hold yet."""
-    for offset, rec in window.dead:
+    for offset, rec, reason in window.dead:
         if offset >= since:
-            try:
-                decode(rec.value)
-            except DecodeError as exc:
-                await rt.pub.dead_letter(rec, str(exc), chunk, replay=False)
+            await rt.pub.dead_letter(rec, reason, chunk, replay=False)
 
 
 #: primitive updates per re-matched batch at most (fewer, larger engine calls)

@@ -61,7 +61,7 @@ class Ownership:
                  url: str = "") -> None:
         """``url``: where this instance answers; announced with each shard it takes, so
         any instance can say where a shard lives (:meth:`owner`)."""
-        self.kafka, self.topic, self.group = kafka, topic, group
+        self.kafka, self.topic = kafka, topic
         self.instance, self.metrics = instance, metrics
         self._meta = json.dumps({"instance": instance, "url": url}, separators=(",", ":"))
         self._owners: dict[int, dict[str, str]] = {}

@@ -14,10 +14,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from aiokafka import TopicPartition
 
-from gpu import BatchResult, Engine
+from gpu import Engine
 from streams.codec import LoadPart, Register, Unregister, Updates, decode
 from streams.exceptions import DecodeError
 from streams.kafka import kafka_errors, make_consumer
@@ -92,16 +91,14 @@ async def _apply(engine: Engine, window: Window, controls: Controls, rec: Any) -
     """One record, as the replica applied it (update runs of one message each)."""
     try:
         item = decode(rec.value)
-    except DecodeError:
-        window.dead_letter(rec)
+    except DecodeError as exc:
+        window.dead_letter(rec, str(exc))
         return
     if isinstance(item, Updates):
         tick0 = engine.graph.tick + 1
         r = await asyncio.to_thread(engine.apply, run_batch([(rec.offset, item, 0.0)]))
         arrived = (item.arrived_at if item.arrived_at is not None
                    else rec.timestamp / 1e3)
-        window.add(tick0, PastRun(rec.offset, rec.offset, BatchResult(
-            ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op, query_ids=(),
-            counts=np.zeros((len(r.ops), 0), np.int64)), {rec.offset: arrived}))
+        window.add(tick0, PastRun.of(rec.offset, rec.offset, r, {rec.offset: arrived}))
     elif isinstance(item, Register | Unregister | LoadPart):
         await controls.apply(rec.offset, item, Chunk([], [], {}), replay=True)

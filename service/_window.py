@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gpu import BatchResult, Engine
 
 from ._types import RegisteredDoc
@@ -29,6 +31,15 @@ class PastRun:
     last: int
     result: BatchResult
     arrived: dict[int, float]
+
+    @classmethod
+    def of(cls, first: int, last: int, result: BatchResult,
+           arrived: dict[int, float]) -> PastRun:
+        """A run's primitive updates, without its counts: a new owner matches them again."""
+        r = result
+        return cls(first, last, BatchResult(
+            ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op, query_ids=(),
+            counts=np.zeros((len(r.ops), 0), np.int64)), arrived)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +57,8 @@ class Window:
         self.engine, self.limit = engine, limit
         self.runs: deque[tuple[int, PastRun]] = deque()   # (tick before the run, run)
         self.retired: dict[int, Retired] = {}
-        #: dead-lettered records (offset, record): shard 0's owner sends them
-        self.dead: deque[tuple[int, Any]] = deque()
+        #: dead-lettered records (offset, record, reason): shard 0's owner sends them
+        self.dead: deque[tuple[int, Any, str]] = deque()
         self.start = 0
         self.start_tick = 1
         self._size = 0
@@ -87,9 +98,9 @@ class Window:
         if self.enabled:
             self.retired[doc.reg.id] = Retired(doc, offset)
 
-    def dead_letter(self, rec: Any) -> None:
+    def dead_letter(self, rec: Any, reason: str) -> None:
         if self.enabled:
-            self.dead.append((rec.offset, rec))
+            self.dead.append((rec.offset, rec, reason))
 
     def covers(self, offset: int) -> bool:
         """Every update from ``offset`` on is here."""

@@ -171,10 +171,6 @@ class Runtime:
                     if not f.done():
                         f.set_result(exc)
 
-    @property
-    def producer(self) -> Any:
-        return self._producer
-
     def offer(self, offset: int, value: bytes, timestamp_ms: int) -> None:
         """A record the broker acknowledged at ``offset`` for this process (the API)."""
         self.reader.offer(offset, value, timestamp_ms)
@@ -246,7 +242,7 @@ class Runtime:
             run, size = [], 0
             await self.runs.drain()
             if isinstance(item, DecodeError):   # scale-out: shard 0's owner sends them
-                self.window.dead_letter(rec)
+                self.window.dead_letter(rec, str(item))
                 await self.pub.dead_letter(rec, str(item), chunk, replay or not self.owns(0))
             else:
                 chunk.outcomes[rec.offset] = await self.controls.apply(rec.offset, item, chunk,
@@ -328,25 +324,18 @@ class Runtime:
         """A run's result, in log order: its deltas to the matches topic, and the past run
         a shard's next owner may need again."""
         self.metrics.batch.observe(time.perf_counter() - done.t0)
-        await self._publish_run(done, result, done.chunk, done.replay)
-        if self.window.enabled:
-            r = result
-            self.window.add(done.tick0, PastRun(
-                done.run[0][0], done.run[-1][0], BatchResult(
-                    ops=r.ops, seq=r.seq, sub=r.sub, request_op=r.request_op,
-                    query_ids=(), counts=np.zeros((len(r.ops), 0), np.int64)),
-                {off: a for off, _, a in done.run}))
-
-    async def _publish_run(self, done: Run, result: BatchResult, chunk: Chunk,
-                           replay: bool) -> None:
         self._count_updates(done.batch, result)
         st = result.stats
         if st.host_bytes:
             self.metrics.host_bytes.inc(st.host_bytes)
         if st.cache_hits + st.cache_misses:
             self.metrics.cache_hit.set(st.cache_hits / (st.cache_hits + st.cache_misses))
-        if not replay:
-            await self.pub.publish(result, {off: a for off, _, a in done.run}, chunk)
+        arrived = {off: a for off, _, a in done.run}
+        if not done.replay:
+            await self.pub.publish(result, arrived, done.chunk)
+        if self.window.enabled:
+            self.window.add(done.tick0, PastRun.of(done.run[0][0], done.run[-1][0], result,
+                                                   arrived))
 
     def _count_updates(self, batch: UpdateBatch, result: BatchResult) -> None:
         raw = result.ops.raw

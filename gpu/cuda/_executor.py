@@ -46,12 +46,11 @@ from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import DeviceGraph
 from ._pipeline import BatchTicket, DevicePipeline
 from ._updater import DeviceGraphView, DeviceUpdater
-from .kernels import cupy_or_raise, kernel
+from .kernels import QUEUE_COUNTERS, WARPS_PER_BLOCK, cupy_or_raise, kernel, sm_count
 
 __all__ = ["GpuConfig", "GpuExecutor"]
 
 M = MAX_QUERY_VERTICES
-_WARPS_PER_BLOCK = 4  # must equal WARPS_PER_BLOCK in kernels/match.cu
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +102,7 @@ class _Slot:
         self.stack = stack
         with self.stream:
             # next unit, queue head / tail, pushed, done, finished, consumers: a line each
-            self.counter = cp.zeros(7 * 32, cp.uint32)
+            self.counter = cp.zeros(QUEUE_COUNTERS, cp.uint32)
             self.queue = cp.zeros(queue_records * 16, cp.int32)
         self.epoch = 0      # records of earlier launches never carry the current epoch
         self.ticket: _GpuTicket | None = None
@@ -180,7 +179,7 @@ class GpuExecutor:
         self._next_cache = 0
         self._by_degree: tuple[int, npt.NDArray[np.int64]] = (-1, np.zeros(0, np.int64))
         self._match = kernel("match", "match_units")
-        self.sm_count = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        self.sm_count = sm_count()
         nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
         self._slots = _slot_pool(nbytes, c.depth, c.queue_records)
         khz = int(cp.cuda.Device().attributes["ClockRate"])
@@ -333,14 +332,14 @@ class GpuExecutor:
         dk = cp.asarray(tasks.tick)
         slot.counter.fill(0)
         slot.epoch += 1
-        blocks = (warps + _WARPS_PER_BLOCK - 1) // _WARPS_PER_BLOCK
+        blocks = (warps + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK
         table, nb_level, nb_label = plans_dev
         g = self.graph
         null = np.uint64(0)
         cache = ooc.kernel_args() if ooc is not None else (null, np.int32(0), np.int64(0))
         opt = lambda x: x if x is not None else null  # noqa: E731
         self._match(
-            (blocks,), (32 * _WARPS_PER_BLOCK,),
+            (blocks,), (32 * WARPS_PER_BLOCK,),
             (du[0:w], du[w:2 * w], du[2 * w:3 * w], du[3 * w:4 * w], np.int32(npairs),
              np.int32(nu), du[4 * w:4 * w + n], du[4 * w + n:4 * w + 2 * n],
              du[4 * w + 2 * n:4 * w + 3 * n], dk, table, nb_level, nb_label,

@@ -34,7 +34,7 @@ from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
 from ._host_columns import read_ops
 from ._updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
-from .kernels import kernel
+from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 
 if TYPE_CHECKING:
     from ._executor import GpuExecutor
@@ -93,7 +93,6 @@ class _Block:
     """A batch's control block: header, raw updates, primitive updates, counts."""
 
     def __init__(self, cap: int, nq: int) -> None:
-        self.cap, self.nq = cap, nq
         self.counts_at = C_HDR + 2 * cap + _OUT_COLS * cap
         self.ctrl = mapped_zeros(self.counts_at + cap * max(nq, 1), np.dtype(np.int64))
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
@@ -171,7 +170,7 @@ class DevicePipeline:
                 "q_hi": cp.asarray(plans.query_hi.astype(np.int32)),
                 "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
                 "dims": cp.zeros(D_SIZE, cp.int32),
-                "q_ctr": cp.zeros(7 * 32, cp.uint32),
+                "q_ctr": cp.zeros(QUEUE_COUNTERS, cp.uint32),
                 "queue": cp.zeros(self.ex.config.queue_records * 16, cp.int32),
             }
             if self.updater._ocap < cap + 16:
@@ -218,17 +217,17 @@ class DevicePipeline:
         mark = (lambda: marks.append(self.stream.record())) if marks is not None else (
             lambda: None)
         mark()
-        self._apply((u.grid,), (1024,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
+        self._apply((u.grid,), (TILE,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
                                     *resolver))
         mark()
-        self._build((1,), (1024,), (
+        self._build((1,), (TILE,), (
             block.ptr, d["dims"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
             u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), d["t_a"], d["t_b"], d["t_el"], d["t_k"], d["t_count"],
             d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], d["q_ctr"]))
         mark()
-        self._match(((warps + 3) // 4,), (128,), (
+        self._match(((warps + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), (32 * WARPS_PER_BLOCK,), (
             d["dims"], d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], np.int32(0),
             np.int32(0), d["t_a"], d["t_b"], d["t_el"], d["t_k"], table, nb_level,
             nb_label, *u.arrays(), np.int32(0), null, np.int32(0), np.int64(0),

@@ -24,10 +24,10 @@ from .._types import UpdateBatch, UpdateOp
 from ..exceptions import BackendError
 from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
-from ..graph._idmap import IdMap
-from ._device_graph import SEG_BITS, mapped_zeros
+from ..graph._idmap import IdMap, intern_bulk
+from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
 from ._host_columns import intern_ends, note_ext
-from .kernels import cupy_or_raise, kernel
+from .kernels import TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 
@@ -65,8 +65,7 @@ class DeviceUpdater:
              ("valive", np.uint8), ("vslot", np.int32), ("vext", np.int64), ("vpub", np.int64),
              ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32),
              ("vtile", np.int64), ("vcnt", np.int32), ("vown", np.int32))
-    #: the parallel resolver's per-tile scratch (kernels/update.cu: TILE = 1024)
-    _TILE = 1024
+    #: the parallel resolver's per-tile scratch, in tiles (kernels/update.cu)
     _TILE_SCRATCH = (("owners", np.int32, 2), ("bucket", np.int32, 2), ("e_owner", np.int32, 2),
                      ("e_key", np.int64, 2), ("e_lab", np.int32, 2), ("e_ct", np.int64, 2),
                      ("e_dt", np.int64, 2), ("b_key", np.int64, 2), ("b_lab", np.int32, 2),
@@ -129,12 +128,11 @@ class DeviceUpdater:
         self._compact = kernel("update", "compact_pool")
         #: blocks of the parallel resolver: one per SM (its grid barriers need every block
         #: resident, and one block of TILE threads fills an SM's share it may take)
-        self.grid = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        self.grid = sm_count()
         self.ids = IdMap(vertex_capacity)
         self.n_slots = 0
         self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
-        self._meta_ptr = np.uint64(cp.cuda.runtime.pointerGetAttributes(
-            self.meta.ctypes.data).devicePointer)
+        self._meta_ptr = device_pointer(self.meta)
         self.reclaimed = 0
         self.compactions = 0
         #: device time of the resolver launches so far (benchmarks)
@@ -189,7 +187,7 @@ class DeviceUpdater:
 
     def _tile_scratch(self) -> None:
         self.generation += 1
-        self._tiles = {name: self.cp.zeros(k * self._TILE + 16, dt)   # k tiles and a few words
+        self._tiles = {name: self.cp.zeros(k * TILE + 16, dt)   # k tiles and a few words
                        for name, dt, k in self._TILE_SCRATCH}
         self._scratch_ptrs = None
 
@@ -252,12 +250,8 @@ class DeviceUpdater:
                               (self.slot_ext, g.vext[:nv])):
                 dev[:nv].set(np.ascontiguousarray(host), stream=self.stream)
         self.ids.reserve(nv)
-        new_ext = np.empty(nv, np.int64)
-        none = np.zeros(0, np.int64)   # sources only: loaded vertex i takes slot i
-        n_new = intern_ends(self.ids.keys, self.ids.vals, self.ids.used, none.astype(np.int8),
-                            np.ascontiguousarray(g.vext[:nv]), none, _VERTEX_OPS, 0, new_ext,
-                            np.empty(nv, np.int32), none.astype(np.int32))
-        self.n_slots = self.ids.count = int(n_new)
+        intern_bulk(self.ids.keys, self.ids.vals, self.ids.used, g.vext[:nv])  # vertex i: slot i
+        self.n_slots = self.ids.count = nv
         self.meta[M_NV] = nv
         self.meta[M_POOL_USED] = used
         self.meta[M_NEDGES] = g.num_edges
@@ -329,7 +323,7 @@ class DeviceUpdater:
 
     def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
         args = self.resolver_args()
-        self._apply((self.grid if self.parallel else 1,), (self._TILE if self.parallel else 32,), (
+        self._apply((self.grid if self.parallel else 1,), (TILE if self.parallel else 32,), (
             np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
             dbuf[2 * n:3 * n], dbuf[3 * n:], *(args if self.parallel else args[:-1])))
 

@@ -2,7 +2,7 @@
 section 2.4), on the CPU, while the GPU still matches the previous batch.
 
 M walks start at roots drawn uniformly from the batch's (task, plan) pairs and are merged
-into one execution of the matching loop (:mod:`._estimate_kernels`). Formula (3) makes
+into one execution of the matching loop (:mod:`._walks`). Formula (3) makes
 the estimate unbiased; formula (5) says how many walks rank the cache's last vertex
 correctly with confidence delta: after a first round of ``walks``, C_y is set to the
 estimate of the last vertex that fits the cache, and more walks run if (5) asks for them,

@@ -5,8 +5,9 @@ live stream's first such batch: a latency spike)."""
 from __future__ import annotations
 
 import numpy as np
+from _batches import triangle
 
-from gpu import CountMode, Engine, Query, QuerySpec, UpdateBatch
+from gpu import CountMode, Engine, QuerySpec, UpdateBatch
 from gpu._result_columns import _columns, result_columns
 
 
@@ -42,7 +43,7 @@ def test_columns_equal_their_numpy_definition() -> None:
 
 
 def test_one_signature_whatever_the_number_of_queries() -> None:
-    tri = Query.build([(v, None) for v in range(3)], [(0, 1, None), (1, 2, None), (0, 2, None)])
+    tri = triangle()
     for nq in (1, 3):
         eng = Engine("cpu")
         eng.load_graph([], [], [1, 2], [2, 3], [0, 0])

@@ -30,6 +30,11 @@ def _engine() -> tuple[Engine, list[Updates]]:
     return eng, msgs
 
 
+def _run(off: int, u: Updates, chunk: Chunk) -> Run:
+    """The one message at log offset ``off`` as a run."""
+    return Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False)
+
+
 def test_runs_come_back_in_log_order_and_exact() -> None:
     eng, msgs = _engine()
     ref, _ = _engine()
@@ -44,8 +49,7 @@ def test_runs_come_back_in_log_order_and_exact() -> None:
         runs = Runs(eng, on_result, depth=3)
         chunks = [Chunk([], [], {}) for _ in range(4)]
         for off, u in enumerate(msgs):   # ten runs a chunk, all added at once
-            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunks[off // 10],
-                         False))
+            runs.add(_run(off, u, chunks[off // 10]))
         assert runs.open == len(msgs)
         await runs.drain()
         assert runs.open == 0
@@ -72,14 +76,14 @@ def test_a_failing_run_fails_every_open_run() -> None:
         runs = Runs(eng, on_result)
         chunk = Chunk([], [], {})
         for off, u in enumerate(msgs[:6]):
-            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False))
+            runs.add(_run(off, u, chunk))
         with pytest.raises(RuntimeError, match="publisher down"):
             await runs.drain()
         done = await asyncio.gather(*chunk.runs, return_exceptions=True)
         assert done[:2] == [None, None]
         assert all(isinstance(d, RuntimeError) for d in done[2:])
         with pytest.raises(RuntimeError, match="publisher down"):
-            runs.add(Run([(9, msgs[0], 0.0)], run_batch([(9, msgs[0], 0.0)]), chunk, False))
+            runs.add(_run(9, msgs[0], chunk))
         with pytest.raises(RuntimeError, match="publisher down"):
             await runs.below(1)
         await runs.close()
@@ -111,7 +115,7 @@ def test_a_failing_submit_fails_its_run_and_every_later_one() -> None:
         runs = Runs(_FailingEngine(fail_at=2), on_result)
         chunk = Chunk([], [], {})
         for off, u in enumerate(msgs[:4]):
-            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False))
+            runs.add(_run(off, u, chunk))
         with pytest.raises(RuntimeError, match="device lost"):
             await runs.drain()
         done = await asyncio.gather(*chunk.runs, return_exceptions=True)   # none left pending
@@ -136,7 +140,7 @@ def test_close_cancels_the_open_runs() -> None:
         runs = Runs(eng, on_result)
         chunk = Chunk([], [], {})
         for off, u in enumerate(msgs[:3]):
-            runs.add(Run([(off, u, 0.0)], run_batch([(off, u, 0.0)]), chunk, False))
+            runs.add(_run(off, u, chunk))
         await entered.wait()   # the first run is being handed on
         assert runs.open == 3
         await runs.close()

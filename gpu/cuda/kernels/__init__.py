@@ -13,9 +13,18 @@ from typing import Any
 
 from ...exceptions import BackendError
 
-__all__ = ["cupy_or_raise", "kernel"]
+__all__ = ["QUEUE_COUNTERS", "TILE", "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
 
 _DIR = Path(__file__).parent
+
+# launch shapes and buffer sizes the sources assume (must equal them)
+#: update.cu TILE: the threads of a resolver block and of build_units' one block
+TILE = 1024
+#: match.cu WARPS_PER_BLOCK
+WARPS_PER_BLOCK = 4
+#: match.cu's counter words: next unit, queue head / tail, pushed, done, finished,
+#: consumers, a line of 32 each
+QUEUE_COUNTERS = 7 * 32
 
 
 def cupy_or_raise() -> ModuleType:
@@ -47,3 +56,15 @@ def _module(name: str) -> Any:
 def kernel(module: str, name: str) -> Any:
     """A compiled ``extern "C"`` kernel from gpu/cuda/kernels/<module>.cu."""
     return _module(module).get_function(name)
+
+
+def sm_count() -> int:
+    """The current device's SMs (grid sizes: the resolver's one block each, the match
+    kernel's warps per SM)."""
+    return _sm_count(int(cupy_or_raise().cuda.Device().id))
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    cp = cupy_or_raise()
+    return int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
