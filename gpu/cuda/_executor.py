@@ -160,7 +160,9 @@ class GpuExecutor:
 
         self._pinned = cupyx.empty_pinned
         self.config = c = config or GpuConfig()
-        self.update_stream = cp.cuda.Stream(non_blocking=True)
+        # the highest priority (CUDA clamps the number): resolving the next batch is on
+        # the critical path, matching of earlier batches on the slot streams is not
+        self.update_stream = cp.cuda.Stream(non_blocking=True, priority=-(1 << 10))
         if not 1 <= c.cache_slots <= c.depth:
             raise BackendError(f"cache_slots must be 1..depth ({c.depth}), not {c.cache_slots}")
         #: the graph the kernels read: device-owned (updated on the GPU) or a host mirror
@@ -172,7 +174,6 @@ class GpuExecutor:
         if c.device_graph and not c.graph_budget_bytes:
             self.graph = DeviceUpdater(stream=self.update_stream)
             self.owned_graph = DeviceGraphView(self.graph)
-            self._pipeline = DevicePipeline(self, c.pipeline_depth)
         else:
             self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)
         self._caches: list[DeviceCache] = []
@@ -188,6 +189,8 @@ class GpuExecutor:
         self._installed: Any = None
         self._plans_key: PlanSet | None = None
         self._plans_dev: tuple[Any, ...] = ()
+        if self.owned_graph is not None:   # its match lanes are the slots above
+            self._pipeline = DevicePipeline(self, c.pipeline_depth)
 
     # -- graph ------------------------------------------------------------------
     def _in_flight(self) -> list[_GpuTicket]:

@@ -1,21 +1,27 @@
-"""The device pipeline: one batch = one CUDA-graph launch, no host work in between.
+"""The device pipeline: one batch = two CUDA-graph launches, no host work in between.
 
 The host interns the batch's ids (compiled, O(b)), writes the raw updates into the
-batch's control block (mapped pinned memory) and launches the graph captured for that
-block; the device does the rest on one stream (kernels/update.cu, kernels/match.cu):
+batch's control block (mapped pinned memory) and launches the graphs captured for that
+block (kernels/update.cu, kernels/match.cu):
 
+    on the updater's stream (high priority; batches resolve in order)
     apply_step    resolve the updates, build and publish new versions (watermark: the
-                  tick before the batch; matching of earlier batches is over in stream order)
-    build_units   tasks and live (task, plan) pairs with their level-2 slices; the
-                  primitive updates' columns into the control block
+                  tick before the oldest batch any match lane may still be matching)
+    build_units   tasks and live (task, plan) pairs with their level-2 slices, into the
+                  batch's match lane; the primitive updates' columns into the control block
+    on the batch's match lane (one of the executor's slot streams, with its rows)
     match_step    warps take units and T-DFS sub-tasks (counts per task)
     collect_step  counts into the control block, then the block's sequence number
 
-Up to ``depth`` batches are in flight; reading a result needs no copy. Growth of device
-arrays or of the longest version re-captures the graphs before the next launch. A batch
-that stops on a full pool (or output, or vertex array) makes every later batch in flight
-skip; reading it finishes it on the host path (compaction or growth, resumed resolve,
-host-built units) and launches the skipped ones again, so results stay exact and in order.
+So batch k's matching runs beside the resolving of k+1 and the matching of the batches
+on the other lanes: at small b one batch's matching leaves most of the GPU idle. A lane's
+next batch resolves only after the lane's previous one has matched (its unit buffers are
+reused). Up to ``depth`` batches are in flight; reading a result needs no copy. Growth
+of device arrays or of the longest version re-captures the graphs before the next
+launch. A batch that stops on a full pool (or output, or vertex array) makes every later
+batch in flight skip; reading it finishes it on the host path (compaction or growth,
+resumed resolve, host-built units) and launches the skipped ones again, so results stay
+exact and in order.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_SIZE = range(5)
 SKIPPED = 4
 _OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
 _NO_HOLD = np.iinfo(np.int64).max
+_FREE_LANE = 1 << 62   # a lane's tick word while nothing of it is in flight
 #: batch capacity set up at registration (a larger batch drains and sets up again)
 _FIRST_CAP = 4096
 M = MAX_QUERY_VERTICES
@@ -65,7 +72,8 @@ class BatchTicket:
 
     def kernel_seconds(self) -> list[float]:
         """Device seconds of apply_step, build_units, match_step, collect_step (a timed
-        pipeline's tickets only)."""
+        pipeline's tickets only: the four run one after the other on the updater's
+        stream)."""
         cp = self.pipe.cp
         self.event.synchronize()
         m = self.marks
@@ -89,16 +97,29 @@ class BatchTicket:
         return self.result
 
 
+class _Lane:
+    """Where a batch's matching runs: an executor slot's stream and candidate rows (every
+    user of a slot's rows launches on its stream, so they never overlap), this pipeline's
+    unit buffers and queue, and the event after the lane's last batch."""
+
+    def __init__(self, index: int, slot: Any) -> None:
+        self.index, self.stream, self.stack = index, slot.stream, slot.stack
+        self.dev: dict[str, Any] = {}
+        self.last: Any = None
+
+
 class _Block:
     """A batch's control block: header, raw updates, primitive updates, counts."""
 
-    def __init__(self, cap: int, nq: int) -> None:
+    def __init__(self, cap: int, nq: int, lane: _Lane) -> None:
+        self.lane = lane
         self.counts_at = C_HDR + 2 * cap + _OUT_COLS * cap
         self.ctrl = mapped_zeros(self.counts_at + cap * max(nq, 1), np.dtype(np.int64))
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
         self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
         self.ptr = device_pointer(self.ctrl)
-        self.graph: Any = None
+        self.front: Any = None   # apply_step, build_units (the updater's stream)
+        self.back: Any = None    # match_step, collect_step (the lane's stream)
         self.key: tuple[int, ...] = ()
         self.ticket: BatchTicket | None = None
 
@@ -125,7 +146,8 @@ class DevicePipeline:
         self._nq = 0
         self._stride = 0
         self._dev: dict[str, Any] = {}
-        self._stack: Any = None
+        self._lanes = [_Lane(i, slot) for i, slot in enumerate(ex._slots)]
+        self._lane_tick: Any = None
         #: launch the step's kernels one by one with events between them (benchmarks:
         #: each ticket's ``kernel_seconds``), not the captured graph
         self.timed = False
@@ -161,40 +183,46 @@ class DevicePipeline:
             self.ex._upload_plans(plans)
             self._dev = {
                 "inp": cp.zeros(4 * cap, cp.int32),
-                "t_a": cp.zeros(tasks, cp.int32), "t_b": cp.zeros(tasks, cp.int32),
-                "t_el": cp.zeros(tasks, cp.int32), "t_k": cp.zeros(tasks, cp.int64),
-                "t_count": cp.zeros(tasks, cp.uint64),
-                "u_task": cp.zeros(pairs, cp.int32), "u_plan": cp.zeros(pairs, cp.int32),
-                "u_first": cp.zeros(pairs + 1, cp.int32), "u_nchunk": cp.zeros(pairs, cp.int32),
                 "q_lo": cp.asarray(plans.query_lo.astype(np.int32)),
                 "q_hi": cp.asarray(plans.query_hi.astype(np.int32)),
                 "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
-                "dims": cp.zeros(D_SIZE, cp.int32),
-                "q_ctr": cp.zeros(QUEUE_COUNTERS, cp.uint32),
-                "queue": cp.zeros(self.ex.config.queue_records * 16, cp.int32),
+                "stall": cp.zeros(D_SIZE, cp.int32),   # apply_step's D_STALL
             }
+            for lane in self._lanes:
+                lane.dev = {
+                    "t_a": cp.zeros(tasks, cp.int32), "t_b": cp.zeros(tasks, cp.int32),
+                    "t_el": cp.zeros(tasks, cp.int32), "t_k": cp.zeros(tasks, cp.int64),
+                    "t_count": cp.zeros(tasks, cp.uint64),
+                    "u_task": cp.zeros(pairs, cp.int32), "u_plan": cp.zeros(pairs, cp.int32),
+                    "u_first": cp.zeros(pairs + 1, cp.int32),
+                    "u_nchunk": cp.zeros(pairs, cp.int32),
+                    "dims": cp.zeros(D_SIZE, cp.int32),
+                    "q_ctr": cp.zeros(QUEUE_COUNTERS, cp.uint32),
+                    "queue": cp.zeros(self.ex.config.queue_records * 16, cp.int32),
+                }
+                lane.last = None
+            # nothing in flight: no lane holds back the watermark
+            self._lane_tick = cp.full(len(self._lanes), _FREE_LANE, cp.int64)
             if self.updater._ocap < cap + 16:
                 self.updater._grow_out(cap + 16)
-        if self._stack is None:   # sized by the device, not by what CuPy's pool holds now
-            c = self.ex.config
-            total = cp.cuda.runtime.memGetInfo()[1]
-            nbytes = c.stack_bytes // max(c.depth, 1) or min(2 << 30, total // 32)
-            self._stack = cp.empty(max(nbytes, 1 << 20) // 8, cp.int64)
         self.stream.synchronize()
 
     def _key(self) -> tuple[int, ...]:
         return (self.updater.generation, self._stride, self._cap, id(self._plans))
 
     def _capture(self, block: _Block) -> None:
-        """Capture the block's four launches as one graph (pointers and sizes baked in)."""
+        """Capture the block's launches as two graphs (pointers and sizes baked in): its
+        front on the updater's stream, its back on its lane's (a captured graph runs on
+        whichever stream launches it)."""
         args = self._step_args()
         s = self.stream
         with s:
-            s.begin_capture()
-            try:
-                self._launches(block, *args)
-            finally:
-                block.graph = s.end_capture()
+            for part in ("front", "back"):
+                s.begin_capture()
+                try:
+                    getattr(self, "_" + part)(block, *args)
+                finally:
+                    setattr(block, part, s.end_capture())
         block.key = self._key()
 
     def _step_args(self) -> tuple[Any, ...]:
@@ -203,40 +231,49 @@ class DevicePipeline:
         assert plans is not None
         levels = int(plans.n.max())
         split = ex._split_cycles
-        least, warps = ex.warp_limits(split, len(self._stack), (levels + 1) * self._stride,
-                                      self._stride)
+        least, warps = ex.warp_limits(split, len(self._lanes[0].stack),
+                                      (levels + 1) * self._stride, self._stride)
         table, nb_level, nb_label = ex._plans_dev
         resolver = u.resolver_args()   # may allocate: not while capturing
         return resolver, table, nb_level, nb_label, levels, warps, split, least
 
-    def _launches(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
-                  nb_label: Any, levels: int, warps: int, split: int, least: int,
-                  marks: list[Any] | None = None) -> None:
-        """The step's four kernels on the stream (captured, or timed with ``marks``)."""
-        d, u, c, cap, null = self._dev, self.updater, self.ex.config, self._cap, np.uint64(0)
-        mark = (lambda: marks.append(self.stream.record())) if marks is not None else (
-            lambda: None)
+    def _front(self, block: _Block, resolver: tuple[Any, ...], table: Any, *_: Any,
+               mark: Any = None) -> None:
+        """apply_step and build_units (into the block's lane) on the current stream."""
+        d, u, c, cap = self._dev, self.updater, self.ex.config, self._cap
+        lane, ld = block.lane, block.lane.dev
+        mark = mark or (lambda: None)
         mark()
-        self._apply((u.grid,), (TILE,), (block.ptr, d["dims"], d["inp"], np.int64(cap),
-                                    *resolver))
+        self._apply((u.grid,), (TILE,), (
+            block.ptr, d["stall"], d["inp"], np.int64(cap), self._lane_tick,
+            np.int32(lane.index), np.int32(len(self._lanes)), *resolver))
         mark()
         self._build((1,), (TILE,), (
-            block.ptr, d["dims"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
+            block.ptr, ld["dims"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
             u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
-            np.int32(c.max_slices), d["t_a"], d["t_b"], d["t_el"], d["t_k"], d["t_count"],
-            d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], d["q_ctr"]))
+            np.int32(c.max_slices), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"],
+            ld["t_count"], ld["u_task"], ld["u_plan"], ld["u_first"], ld["u_nchunk"],
+            ld["q_ctr"]))
         mark()
+
+    def _back(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
+              nb_label: Any, levels: int, warps: int, split: int, least: int,
+              mark: Any = None) -> None:
+        """match_step and collect_step on the current stream, with the block's lane."""
+        u, null, lane, ld = self.updater, np.uint64(0), block.lane, block.lane.dev
         self._match(((warps + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), (32 * WARPS_PER_BLOCK,), (
-            d["dims"], d["u_task"], d["u_plan"], d["u_first"], d["u_nchunk"], np.int32(0),
-            np.int32(0), d["t_a"], d["t_b"], d["t_el"], d["t_k"], table, nb_level,
+            ld["dims"], ld["u_task"], ld["u_plan"], ld["u_first"], ld["u_nchunk"], np.int32(0),
+            np.int32(0), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"], table, nb_level,
             nb_label, *u.arrays(), np.int32(0), null, np.int32(0), np.int64(0),
-            self._stack, np.int64(self._stride), np.int64(levels), np.int64(warps),
-            d["queue"], np.int32(len(d["queue"]) // 16), np.int32(0), np.int64(split),
-            d["q_ctr"], np.int32(least), d["t_count"], null, null, null, null, null, null))
-        mark()
-        self._collect((1,), (256,), (block.ptr, d["t_count"], np.int64(block.counts_at)))
-        mark()
+            lane.stack, np.int64(self._stride), np.int64(levels), np.int64(warps),
+            ld["queue"], np.int32(len(ld["queue"]) // 16), np.int32(0), np.int64(split),
+            ld["q_ctr"], np.int32(least), ld["t_count"], null, null, null, null, null, null))
+        if mark:
+            mark()
+        self._collect((1,), (256,), (block.ptr, ld["t_count"], np.int64(block.counts_at)))
+        if mark:
+            mark()
 
     # -- batches ------------------------------------------------------------------------
     def submit(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
@@ -245,7 +282,8 @@ class DevicePipeline:
         self._configure(plans, n)
         block = self._blocks[self._next]
         if block is None:
-            block = self._blocks[self._next] = _Block(self._cap, self._nq)
+            block = self._blocks[self._next] = _Block(
+                self._cap, self._nq, self._lanes[self._next % len(self._lanes)])
         self._next = (self._next + 1) % len(self._blocks)
         if block.ticket is not None and block.ticket.result is None:
             self.take(block.ticket)
@@ -267,15 +305,25 @@ class DevicePipeline:
         return ticket
 
     def _launch(self, t: BatchTicket) -> None:
-        if self.timed:   # the same kernels, uncaptured, with an event after each
+        s, lane = self.stream, t.block.lane
+        if lane.last is not None:   # the lane's unit buffers: its previous batch has matched
+            s.wait_event(lane.last)
+        if self.timed:   # the same kernels, uncaptured, one after the other, events between
             t.marks = []
-            with self.stream:
-                self._launches(t.block, *self._step_args(), marks=t.marks)
+            args = self._step_args()
+            with s:
+                mark = lambda: t.marks.append(s.record())  # noqa: E731
+                self._front(t.block, *args, mark=mark)
+                self._back(t.block, *args, mark=mark)
+            t.event = s.record()
         else:
             if t.block.key != self._key():
                 self._capture(t.block)
-            t.block.graph.launch(self.stream)
-        t.event = self.stream.record()
+            t.block.front.launch(s)
+            lane.stream.wait_event(s.record())
+            t.block.back.launch(lane.stream)
+            t.event = lane.stream.record()
+        lane.last = t.event
         self.launches += 1
 
     def drain(self) -> None:
@@ -307,9 +355,12 @@ class DevicePipeline:
     def _recover(self, t: BatchTicket) -> tuple[OpTable, MatchOutput]:
         """The batch stopped on a full pool, output or vertex array: finish it on the host
         path (everything after it in flight skipped), then launch the skipped ones again."""
+        for lane in self._lanes:   # later batches' skipped steps; the host path's kernels
+            if lane.last is not None:   # run on the lanes' streams too
+                lane.last.synchronize()
         self.stream.synchronize()
         with self.stream:
-            self._dev["dims"][D_STALL:D_STALL + 1].fill(0)
+            self._dev["stall"][D_STALL:D_STALL + 1].fill(0)
         c, n = t.block.ctrl, len(t.batch)
         buf = np.ascontiguousarray(t.block.inp[:, :n]).ravel()
         ops = self.updater.resume(buf, n, int(c[C_RESUME]), int(c[C_NOUT]), relayout=False)

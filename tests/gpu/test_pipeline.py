@@ -9,6 +9,8 @@ from _batches import raw_stream, triangle
 
 from gpu import CountMode, Engine, ExecutorOptions, QuerySpec, UpdateBatch
 from gpu._results import BatchResult
+from gpu._types import UpdateStatus
+from gpu.cuda._updater import M_WATERMARK
 from streams import GenConfig, generate
 
 pytestmark = pytest.mark.gpu
@@ -89,3 +91,25 @@ def test_vertex_operations_take_the_host_path_between_pipelined_batches() -> Non
         _same(cpu.apply(c), pending[j].result(), j)
     pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
     assert 0 < pipe.launches < len(chunks)
+
+
+def test_the_watermark_keeps_what_every_match_lane_can_read() -> None:
+    """Batch k resolves while the last batch of every other match lane may still be
+    matching, so its watermark is the tick before the oldest of them (k - lanes + 1):
+    entries those batches can see stay in the versions k builds."""
+    stream = raw_stream(3, 1200, 400, vertex_ops=0.0)
+    gpu = Engine("gpu", options=ExecutorOptions(device_graph=True))
+    # a loaded graph apart from the stream's ids sizes the pool: no batch stops on it
+    rng = np.random.default_rng(3)
+    ids = np.arange(20_000, dtype=np.int64)
+    gpu.load_graph(ids, np.zeros(len(ids), np.int32), rng.integers(0, 20_000, 100_000),
+                   rng.integers(0, 20_000, 100_000), np.zeros(100_000, np.int32))
+    gpu.register(QuerySpec(triangle(), CountMode.SUBGRAPHS))
+    chunks = [stream.slice(i, i + 60) for i in range(0, len(stream), 60)]
+    results = [p.result() for p in [gpu.submit(c) for c in chunks]]
+    pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
+    lanes = len(pipe._lanes)
+    assert lanes > 1 and pipe.launches == len(chunks) and pipe.recoveries == 0
+    tick0 = [int(r.ops.tick[r.ops.status == UpdateStatus.APPLIED].min()) - 1 for r in results]
+    meta = gpu.executor.graph.meta   # type: ignore[attr-defined]
+    assert int(meta[M_WATERMARK]) == tick0[len(chunks) - lanes]

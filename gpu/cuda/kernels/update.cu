@@ -713,18 +713,18 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
     __syncwarp();
 }
 
-// Every block's threads wait here for every other block's (the grid holds at most one
-// block per SM and each SM fits one, so all are resident once other kernels' blocks
-// retire). Stores before it are visible after it on every block (cooperative groups'
-// grid sync: block barrier, fence, arrive, spin, fence, block barrier).
-__device__ void grid_sync(unsigned long long* gw) {
+// Every block's threads wait here for the other `blocks` - 1 blocks' (the grid holds at
+// most one block per SM and each SM fits one, so all are resident once other kernels'
+// blocks retire). Stores before it are visible after it on every block (cooperative
+// groups' grid sync: block barrier, fence, arrive, spin, fence, block barrier).
+__device__ void grid_sync(unsigned long long* gw, int blocks) {
     __syncthreads();
-    if (gridDim.x == 1) return;
+    if (blocks == 1) return;
     if (threadIdx.x == 0) {
         volatile unsigned long long* gen = gw + W_GEN;
         unsigned long long g0 = *gen;
         __threadfence();
-        if (atomicAdd(gw + W_ARRIVED, 1ULL) == gridDim.x - 1) {
+        if (atomicAdd(gw + W_ARRIVED, 1ULL) == (unsigned long long)blocks - 1) {
             atomicExch(gw + W_ARRIVED, 0ULL);
             __threadfence();
             atomicAdd(gw + W_GEN, 1ULL);
@@ -975,10 +975,11 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
 // Block 0 resolves each tile (the front); for an edge-only tile every block then builds
 // the new versions (step 5), with grid barriers between the phases. `hold` >= 0: the
 // pipeline's watermark, min(tick before the batch, hold - 1): matching of earlier batches
-// has finished in stream order, so only a host hold keeps older entries.
+// has finished in stream order, so only a host hold keeps older entries. Only the first
+// `blocks` blocks take part (active_blocks); the others have returned.
 __device__ int resolve_grid(long long i0, long long n_out0, long long n, const int* ops,
                             const int* sx, const int* sy, const int* lab, long long hold,
-                            APPLY_ARGS) {
+                            int blocks, APPLY_ARGS) {
     __shared__ Shared sh;
     int t = threadIdx.x, lane = t & 31;
     bool lead = blockIdx.x == 0;
@@ -1008,7 +1009,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     __syncthreads();
     long long i = i0, n_out = n_out0;
     int code = DONE;
-    int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = gridDim.x * NWARPS;
+    int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = blocks * NWARPS;
     for (int round = 0;; ++round) {
         if (lead) {
             int state = T_STOP;
@@ -1059,16 +1060,16 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                 vw[W_WM] = sh.s.watermark;
             }
         }
-        grid_sync(x.gw);
+        grid_sync(x.gw, blocks);
         int state = (int)vw[W_STATE + (round & 1)];
         if (state == T_STOP) break;
         if (state == T_NEXT) continue;
         int items = (int)vw[W_ITEMS];
         long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
         for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
-        grid_sync(x.gw);
+        grid_sync(x.gw, blocks);
         for (int it = gwarp; it < items; it += nwarps) build_chunk(g, x, x.gw, chunk, w, it, lane);
-        grid_sync(x.gw);
+        grid_sync(x.gw, blocks);
     }
     if (lead) {
         __threadfence();
@@ -1084,10 +1085,21 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     return code;
 }
 
+// Blocks a resolve of n updates takes part with: one per UPDATES_PER_BLOCK, at least one,
+// at most the grid. A small batch meets at its barriers only the blocks it can use, and
+// needs only that many free SMs (a resolver block fills one) while other streams' matching
+// holds the rest.
+#define UPDATES_PER_BLOCK 8
+__device__ __forceinline__ int active_blocks(long long n) {
+    return (int)max(1LL, min((long long)gridDim.x, (n + UPDATES_PER_BLOCK - 1) / UPDATES_PER_BLOCK));
+}
+
 extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     long long i0, long long n_out0, long long n, const int* ops, const int* sx,
     const int* sy, const int* lab, APPLY_ARGS) {
-    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, APPLY_PASS);
+    int blocks = active_blocks(n - i0);
+    if ((int)blockIdx.x >= blocks) return;
+    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, APPLY_PASS);
 }
 
 // ---- The pipeline (gpu/cuda/_pipeline.py): one batch = apply_step, build_units,
@@ -1106,18 +1118,28 @@ enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_SIZE };
 #define SKIPPED 4
 
 // Raw updates: op, slot x, slot y, label (in_cap int32 each, after the header).
+// lane_tick[l]: the tick before the last batch matched on lane l (match lanes run
+// concurrently, each on its own stream; this batch's lane has finished its previous one,
+// the others may still run theirs). The watermark keeps every entry their ticks can see.
 extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
-    long long* ctrl, int* dims, int* in, long long in_cap, APPLY_ARGS) {
+    long long* ctrl, int* dims, int* in, long long in_cap, long long* lane_tick, int lane,
+    int lanes, APPLY_ARGS) {
     __shared__ int skip;
     __shared__ long long n, hold, tick0;
     int t = threadIdx.x;
     if (t == 0) {
         skip = *(volatile int*)(dims + D_STALL);
         n = ctrl[C_N];
-        hold = ctrl[C_HOLD];
         tick0 = meta[M_TICK];
+        hold = ctrl[C_HOLD];
+        if (blockIdx.x == 0) {
+            lane_tick[lane] = tick0;
+            for (int l = 0; l < lanes; ++l) hold = min(hold, lane_tick[l] + 1);
+        }
     }
     __syncthreads();
+    int blocks = active_blocks(n);
+    if ((int)blockIdx.x >= blocks) return;
     if (skip) {
         if (t == 0 && blockIdx.x == 0) ctrl[C_CODE] = SKIPPED;
         return;
@@ -1129,7 +1151,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     }
     __syncthreads();
     int code = resolve_grid(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
-                            hold, APPLY_PASS);
+                            hold, blocks, APPLY_PASS);
     if (t == 0 && blockIdx.x == 0) {
         ctrl[C_CODE] = code; ctrl[C_RESUME] = meta[M_RESUME]; ctrl[C_NOUT] = meta[M_NOUT];
         ctrl[C_TICK0] = tick0; ctrl[C_TICK1] = meta[M_TICK]; ctrl[C_MAXLEN] = meta[M_MAXLEN];
