@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from pathlib import Path
 
 from gpu import CountMode, Engine, ExecutorOptions, QuerySpec, UpdateBatch
 from streams import GraphData, iter_chunks
 
-#: batches in flight while timing (GpuConfig.depth); the CPU executor finishes each at once
+#: batches in flight while timing, at least (GpuConfig.depth); the CPU executor finishes
+#: each at once
 PIPELINE = 4
+#: updates in flight while timing, at least: a client sending small batches as fast as it
+#: can does not wait for each one (the device pipeline gathers the batches submitted while
+#: it is busy into one launch; each keeps its own results)
+IN_FLIGHT_UPDATES = 8192
 
 
 def engine(backend: str, graph: GraphData, queries: list, mode: CountMode,  # type: ignore[type-arg]
@@ -30,27 +36,36 @@ def engine(backend: str, graph: GraphData, queries: list, mode: CountMode,  # ty
 
 
 def time_run(backend: str, graph: GraphData, queries: list, stream: UpdateBatch,  # type: ignore[type-arg]
-             mode: CountMode, repeat: int, batch: int) -> tuple[float, int, int]:
+             mode: CountMode, repeat: int, batch: int,
+             stats: dict[str, int] | None = None) -> tuple[float, int, int]:
     """Best seconds over ``repeat`` fresh engines, and the matches created / destroyed.
 
-    Only update processing is timed; results are read in order with up to PIPELINE
-    batches in flight (DCSM inter-batch parallelism).
+    Only update processing is timed; results are read in order once more than PIPELINE
+    batches and IN_FLIGHT_UPDATES updates are in flight (DCSM inter-batch parallelism).
+    ``stats`` gets the device pipeline's launches of the last run (0 without one).
     """
     best, pos, neg = float("inf"), 0, 0
     for _ in range(repeat):
         eng = engine(backend, graph, queries, mode)
         t = time.perf_counter()
         pos = neg = 0
-        window: list = []  # type: ignore[type-arg]
+        window: deque = deque()  # type: ignore[type-arg]
+        flying = 0
         for chunk in iter_chunks(stream, batch):
             window.append(eng.submit(chunk))
-            if len(window) > PIPELINE:
-                r = window.pop(0).result()
+            flying += len(chunk)
+            while len(window) > PIPELINE and flying > IN_FLIGHT_UPDATES:
+                p = window.popleft()
+                r = p.result()
+                flying -= len(p.batch)
                 pos, neg = pos + r.stats.positive, neg + r.stats.negative
         for p in window:
             r = p.result()
             pos, neg = pos + r.stats.positive, neg + r.stats.negative
         best = min(best, time.perf_counter() - t)
+        if stats is not None:
+            pipe = getattr(eng.executor, "_pipeline", None)
+            stats["launches"] = pipe.launches if pipe is not None else 0
     return best, pos, neg
 
 

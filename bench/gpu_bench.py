@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import PIPELINE, engine, time_run, write_section  # noqa: E402
+from _harness import IN_FLIGHT_UPDATES, PIPELINE, engine, time_run, write_section  # noqa: E402
 
 from gpu import CountMode, Engine, QuerySpec, UpdateBatch, warm_up  # noqa: E402
 from streams import (  # noqa: E402
@@ -131,18 +131,21 @@ def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
     rows = [f"Generated: `GenConfig(vertices={cfg.vertices:,}, edges={cfg.edges:,}, labels="
             f"{cfg.labels}, queries={cfg.queries}, query sizes {cfg.min_query}-"
             f"{cfg.max_query}, insert_ratio=0.45, delete_ratio=0.05, seed=7)`; the first "
-            f"{len(stream):,} updates of the stream, all queries standing, embeddings mode.",
-            "", "| b | seconds | updates/s | matches (+/-) | share of b=4096 |",
-            "|---|---|---|---|---|"]
+            f"{len(stream):,} updates of the stream, all queries standing, embeddings mode; "
+            "batches of b submitted with up to 8,192 updates (at least 4 batches) in flight. "
+            "Launches: device pipeline launches (batches submitted while it is busy share one).",
+            "", "| b | seconds | updates/s | matches (+/-) | share of b=4096 | launches |",
+            "|---|---|---|---|---|---|"]
     res = []
     for b in (1, 8, 64, 512, 4096):
-        t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)
-        res.append((b, t, p, n))
-        print(b, t, p, n, flush=True)
+        st: dict[str, int] = {}
+        t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b, st)
+        res.append((b, t, p, n, st.get("launches", 0)))
+        print(b, t, p, n, st, flush=True)
     top = len(stream) / res[-1][1]
-    for b, t, p, n in res:
+    for b, t, p, n, la in res:
         rows.append(f"| {b} | {t:.3f} | {len(stream) / t:,.0f} | +{p:,} / -{n:,} | "
-                    f"{len(stream) / t / top:.0%} |")
+                    f"{len(stream) / t / top:.0%} | {la:,} |")
     if plots is not None:
         import matplotlib
         matplotlib.use("Agg")
@@ -262,11 +265,11 @@ def pipeline(edges: int, window: int) -> list[str]:
             t0 = time.perf_counter()
             p = eng.submit(chunk)
             t1 = time.perf_counter()
-            p.ticket.event.synchronize()
+            p.ticket.sync()
             t2 = time.perf_counter()
             p.result()
             t3 = time.perf_counter()
-            dev = pipe.cp.cuda.get_elapsed_time(e0, p.ticket.event) / 1e3
+            dev = pipe.cp.cuda.get_elapsed_time(e0, p.ticket.launch.event) / 1e3
             phases.append((t1 - t0, dev, t3 - t2, t3 - t0))
         med = np.median(np.array(phases), axis=0) * 1e6
         # the same batches again, kernels one by one with events between them
@@ -327,7 +330,8 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
     """Replays arrivals in real time; returns each update's response time in seconds.
 
     Batches close at b updates or once the first waiting update has waited ``wait``; up to
-    PIPELINE batches match at once, and a batch's updates are done when its result is read.
+    PIPELINE batches, or IN_FLIGHT_UPDATES updates, are in flight at once, and a batch's
+    updates are done when its result is read.
     """
     n = len(stream)
     done = np.zeros(n)
@@ -355,7 +359,7 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
             j = int(np.searchsorted(arrivals, now, side="right"))
         j = min(j, i + b)
         flight.append((eng.submit(stream.slice(i, j)), i, j))
-        if len(flight) > PIPELINE:
+        while len(flight) > PIPELINE and j - flight[0][1] > IN_FLIGHT_UPDATES:
             finish_oldest()
         i = j
     while flight:

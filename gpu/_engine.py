@@ -240,15 +240,13 @@ class Engine:
         a batch with vertex operations waits for the batches before it (vertex labels have
         one version)."""
         t0 = time.perf_counter()
-        self._pending = [p for p in self._pending if p.reading]
         st = self._standing
         qids, specs, scale = st.qids, st.specs, st.scale
-        if self._pipelined(batch, qids):
+        if self._pipelined(batch, qids):   # the pipeline keeps its own watermark
             ticket = self.executor.submit_batch(batch, self._plan_set())  # type: ignore[attr-defined]
-            pending = PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
-                                   first_tick=0, t0=t0, t1=time.perf_counter())
-            self._pending.append(pending)
-            return pending
+            return PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
+                                first_tick=0, t0=t0, t1=time.perf_counter())
+        self._pending = [p for p in self._pending if p.reading]
         if getattr(self.executor, "batches_in_flight", 0) or (
                 len(batch) and int(batch.op.max()) >= _INS_V):
             self.drain()

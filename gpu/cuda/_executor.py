@@ -90,8 +90,12 @@ class GpuConfig:
     #: graph budget (out-of-core), the host updater resolves and the device mirrors it.
     device_graph: bool = False
     #: with a device-owned graph, count-only batches go through the device pipeline
-    #: (gpu/cuda/_pipeline.py: one captured launch per batch); this many are in flight at most
+    #: (gpu/cuda/_pipeline.py: captured launches); this many launches are in flight at most
     pipeline_depth: int = 8
+    #: while this many launches still run on the device, submitted batches gather into the
+    #: next launch (group commit; each batch keeps its own results). 0: they gather until
+    #: one of them is read or the launch is full
+    pipeline_busy: int = 2
 
 
 class _Slot:
@@ -190,7 +194,7 @@ class GpuExecutor:
         self._plans_key: PlanSet | None = None
         self._plans_dev: tuple[Any, ...] = ()
         if self.owned_graph is not None:   # its match lanes are the slots above
-            self._pipeline = DevicePipeline(self, c.pipeline_depth)
+            self._pipeline = DevicePipeline(self, c.pipeline_depth, c.pipeline_busy)
 
     # -- graph ------------------------------------------------------------------
     def _in_flight(self) -> list[_GpuTicket]:

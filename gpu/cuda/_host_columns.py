@@ -39,9 +39,10 @@ def intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext,
 
 
 @nb.njit(cache=True, nogil=True)
-def read_ops(out, n, op, src, dst):  # type: ignore[no-untyped-def]
+def read_ops(out, lo, n, op, src, dst):  # type: ignore[no-untyped-def]
     """The columns of an OpTable from a control block's output rows ``out`` (a, b, label,
-    tick, status, reason as int64; one primitive update per raw update: edge updates)."""
+    tick, status, reason as int64; one primitive update per raw update: edge updates),
+    columns lo..lo+n-1: one batch of the launch. Also how many of them were applied."""
     raw = np.empty(n, np.int32)
     o_op = np.empty(n, np.int8)
     a = np.empty(n, np.int32)
@@ -52,18 +53,21 @@ def read_ops(out, n, op, src, dst):  # type: ignore[no-untyped-def]
     tick = np.empty(n, np.int64)
     status = np.empty(n, np.int8)
     reason = np.empty(n, np.int8)
+    applied = 0
     for i in range(n):
+        j = lo + i
         raw[i] = i
         o_op[i] = op[i]
-        a[i] = out[0, i]
-        b[i] = out[1, i]
+        a[i] = out[0, j]
+        b[i] = out[1, j]
         o_src[i] = src[i]
         o_dst[i] = dst[i]
-        label[i] = out[2, i]
-        tick[i] = out[3, i]
-        status[i] = out[4, i]
-        reason[i] = out[5, i]
-    return raw, o_op, a, b, o_src, o_dst, label, tick, status, reason
+        label[i] = out[2, j]
+        tick[i] = out[3, j]
+        status[i] = out[4, j]
+        reason[i] = out[5, j]
+        applied += out[4, j] == 0
+    return (raw, o_op, a, b, o_src, o_dst, label, tick, status, reason), applied
 
 
 @nb.njit(cache=True, nogil=True)

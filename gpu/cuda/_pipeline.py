@@ -26,6 +26,8 @@ exact and in order.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._executor import MatchOutput, edge_tasks
-from .._types import MAX_QUERY_VERTICES, UpdateBatch
+from .._types import MAX_QUERY_VERTICES, UpdateBatch, UpdateStatus
 from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
@@ -62,21 +64,21 @@ M = MAX_QUERY_VERTICES
 
 
 class BatchTicket:
-    """One raw batch in the pipeline; ``wait`` returns its primitive updates and counts."""
+    """One submitted batch: rows lo..lo+len(batch)-1 of its launch (a launch carries
+    every batch submitted while the device was busy); ``wait`` returns its primitive
+    updates and counts."""
 
-    def __init__(self, pipe: DevicePipeline, block: _Block, batch: UpdateBatch, seq: int,
-                 event: Any) -> None:
-        self.pipe, self.block, self.batch, self.seq, self.event = pipe, block, batch, seq, event
+    def __init__(self, pipe: DevicePipeline, launch: _Launch, batch: UpdateBatch,
+                 lo: int) -> None:
+        self.pipe, self.launch, self.batch, self.lo = pipe, launch, batch, lo
         self.result: tuple[OpTable, MatchOutput] | None = None
-        self.marks: list[Any] = []
 
     def kernel_seconds(self) -> list[float]:
-        """Device seconds of apply_step, build_units, match_step, collect_step (a timed
-        pipeline's tickets only: the four run one after the other on the updater's
-        stream)."""
-        cp = self.pipe.cp
-        self.event.synchronize()
-        m = self.marks
+        """Device seconds of apply_step, build_units, match_step, collect_step of its
+        launch (a timed pipeline's tickets only: the four run one after the other on the
+        updater's stream)."""
+        self.sync()
+        cp, m = self.pipe.cp, self.launch.marks
         return [cp.cuda.get_elapsed_time(m[i], m[i + 1]) / 1e3 for i in range(len(m) - 1)]
 
     @property
@@ -85,16 +87,30 @@ class BatchTicket:
 
     @property
     def ready(self) -> bool:
-        return self.result is not None or bool(self.event.done)
+        return self.result is not None or self.pipe.poll(self.launch)
 
     def sync(self) -> None:
-        self.event.synchronize()
+        """Until its device work is done (launching it first if it still waits)."""
+        self.pipe.launch_now(self.launch)
+        self.launch.event.synchronize()
 
     def wait(self) -> tuple[OpTable, MatchOutput]:
         if self.result is None:
             self.pipe.take(self)
         assert self.result is not None
         return self.result
+
+
+class _Launch:
+    """Batches bound for one launch of a block's graphs, in submission order."""
+
+    def __init__(self, block: _Block) -> None:
+        self.block = block
+        self.tickets: list[BatchTicket] = []
+        self.n = 0            # raw updates so far
+        self.event: Any = None    # after its collect_step, once launched
+        self.marks: list[Any] = []
+        self.done = False     # every ticket has its result
 
 
 class _Lane:
@@ -121,13 +137,13 @@ class _Block:
         self.front: Any = None   # apply_step, build_units (the updater's stream)
         self.back: Any = None    # match_step, collect_step (the lane's stream)
         self.key: tuple[int, ...] = ()
-        self.ticket: BatchTicket | None = None
+        self.launch: _Launch | None = None   # the last launch that used it
 
 
 class DevicePipeline:
     """Raw batches in, primitive updates and per-task counts out (count mode only)."""
 
-    def __init__(self, ex: GpuExecutor, depth: int = 8) -> None:
+    def __init__(self, ex: GpuExecutor, depth: int = 8, busy_launches: int = 2) -> None:
         self.ex, self.cp = ex, ex.cp
         self.updater: DeviceUpdater = ex.graph  # type: ignore[assignment]
         self.view: DeviceGraphView = ex.owned_graph  # type: ignore[assignment]
@@ -137,7 +153,14 @@ class DevicePipeline:
         self._build = kernel("update", "build_units")
         self._match = kernel("match", "match_step")
         self._collect = kernel("update", "collect_step")
-        self._flight: deque[BatchTicket] = deque()
+        #: launches started and not yet read, in order; the launch still gathering batches
+        self._flight: deque[_Launch] = deque()
+        self._open: _Launch | None = None
+        #: batches gather into the next launch while this many launches run on the device
+        self.busy_launches = busy_launches
+        # submit and read run on the engine's thread; a ticket's sync may start its launch
+        # from another thread (the service waits for device work off its event loop)
+        self._lock = threading.RLock()
         self._blocks: list[_Block | None] = []
         self._next = 0
         self._seq = 0
@@ -157,12 +180,14 @@ class DevicePipeline:
 
     @property
     def in_flight(self) -> int:
-        return len(self._flight)
+        """Launches started and not read, and the one gathering batches."""
+        return len(self._flight) + (self._open is not None)
 
     # -- configuration ------------------------------------------------------------------
     def prepare(self, plans: PlanSet) -> None:
         """Allocate for ``plans`` now (query registration), not in the first batch."""
-        self._configure(plans, _FIRST_CAP)
+        with self._lock:
+            self._configure(plans, _FIRST_CAP)
 
     def _configure(self, plans: PlanSet, n: int) -> None:
         """Buffers for ``plans`` and batches of ``n``; drains first if they change."""
@@ -277,83 +302,148 @@ class DevicePipeline:
 
     # -- batches ------------------------------------------------------------------------
     def submit(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
-        """Enqueue ``batch`` (edge updates only); returns at once."""
+        """Enqueue ``batch`` (edge updates only); returns at once. While ``busy_launches``
+        launches are still running on the device, batches gather into the next launch
+        (group commit): the updater's stream and the host pay per launch, not per batch."""
         n = len(batch)
-        self._configure(plans, n)
+        with self._lock:
+            self._configure(plans, n)
+            g = self._open
+            if g is not None and g.n + n > self._cap:
+                self._start(g)
+                g = None
+            if g is None:
+                g = self._open = self._new_launch()
+            o = g.n
+            inp = g.block.inp
+            self.updater._slots(batch, inp[1, o:o + n], inp[2, o:o + n])
+            inp[0, o:o + n], inp[3, o:o + n] = batch.op, batch.label
+            g.n += n
+            ticket = BatchTicket(self, g, batch, o)
+            g.tickets.append(ticket)
+            if not self._busy():
+                self._start(g)
+            return ticket
+
+    def _new_launch(self) -> _Launch:
         block = self._blocks[self._next]
         if block is None:
             block = self._blocks[self._next] = _Block(
                 self._cap, self._nq, self._lanes[self._next % len(self._lanes)])
         self._next = (self._next + 1) % len(self._blocks)
-        if block.ticket is not None and block.ticket.result is None:
-            self.take(block.ticket)
+        if block.launch is not None and not block.launch.done:
+            self._finish(block.launch)
+        g = block.launch = _Launch(block)
+        return g
+
+    def _busy(self) -> bool:
+        """``busy_launches`` launches, the newest, are still running on the device (0:
+        always, so batches gather until one of them is read or the launch is full)."""
+        if self.busy_launches == 0:
+            return True
+        k = 0
+        for g in reversed(self._flight):
+            if g.done or g.event.done:
+                return False
+            k += 1
+            if k >= self.busy_launches:
+                return True
+        return False
+
+    def poll(self, g: _Launch) -> bool:
+        """Whether ``g``'s device work is done; starts it if it waits and the device has
+        room now."""
+        with self._lock:
+            if g is self._open and not self._busy():
+                self._start(g)
+        return g.event is not None and bool(g.event.done)
+
+    def launch_now(self, g: _Launch) -> None:
+        with self._lock:
+            if g is self._open:
+                self._start(g)
+
+    def _start(self, g: _Launch) -> None:
+        """Launch the gathered batches (the open launch)."""
+        assert g is self._open
+        self._open = None
+        n = g.n
         # rows of match_step hold any version it may meet: the longest now, plus what the
-        # batches in flight and this one can add
-        bound = int(self.updater.meta[M_MAXLEN]) + n + sum(len(t.batch) for t in self._flight)
+        # launches in flight and this one can add
+        bound = int(self.updater.meta[M_MAXLEN]) + n + sum(x.n for x in self._flight)
         if bound + 1 > self._stride:
             self._stride = (bound + max(64, bound // 4, 2 * n) + 31) // 32 * 32
-        inp = block.inp
-        self.updater._slots(batch, inp[1, :n], inp[2, :n])
-        inp[0, :n], inp[3, :n] = batch.op, batch.label
         self._seq += 1
-        c = block.ctrl
+        c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
-        ticket = BatchTicket(self, block, batch, self._seq, None)
-        block.ticket = ticket
-        self._launch(ticket)
-        self._flight.append(ticket)
-        return ticket
+        self._launch(g)
+        self._flight.append(g)
 
-    def _launch(self, t: BatchTicket) -> None:
-        s, lane = self.stream, t.block.lane
+    def _launch(self, g: _Launch) -> None:
+        s, lane = self.stream, g.block.lane
         if lane.last is not None:   # the lane's unit buffers: its previous batch has matched
             s.wait_event(lane.last)
         if self.timed:   # the same kernels, uncaptured, one after the other, events between
-            t.marks = []
+            g.marks = []
             args = self._step_args()
             with s:
-                mark = lambda: t.marks.append(s.record())  # noqa: E731
-                self._front(t.block, *args, mark=mark)
-                self._back(t.block, *args, mark=mark)
-            t.event = s.record()
+                mark = lambda: g.marks.append(s.record())  # noqa: E731
+                self._front(g.block, *args, mark=mark)
+                self._back(g.block, *args, mark=mark)
+            g.event = s.record()
         else:
-            if t.block.key != self._key():
-                self._capture(t.block)
-            t.block.front.launch(s)
+            if g.block.key != self._key():
+                self._capture(g.block)
+            g.block.front.launch(s)
             lane.stream.wait_event(s.record())
-            t.block.back.launch(lane.stream)
-            t.event = lane.stream.record()
-        lane.last = t.event
+            g.block.back.launch(lane.stream)
+            g.event = lane.stream.record()
+        lane.last = g.event
         self.launches += 1
 
     def drain(self) -> None:
-        while self._flight:
-            self.take(self._flight[0])
+        with self._lock:
+            if self._open is not None:
+                self._start(self._open)
+            if self._flight:
+                self._finish(self._flight[-1])
 
     def take(self, t: BatchTicket) -> None:
-        """Finish every batch up to ``t`` in order and keep their results."""
-        while t.result is None:
+        """Finish every launch up to ``t``'s in order and keep their batches' results."""
+        with self._lock:
+            if t.launch is self._open:
+                self._start(t.launch)
+            self._finish(t.launch)
+
+    def _finish(self, g: _Launch) -> None:
+        while not g.done:
             head = self._flight[0]
             head.event.synchronize()
             code = int(head.block.ctrl[C_CODE])
             if code == DONE:
-                head.result = self._read(head)
+                self._read(head)
             elif code == SKIPPED:   # pragma: no cover - a failed batch is always taken first
                 raise BackendError("a pipelined batch was skipped without a failed one before it")
             else:
-                head.result = self._recover(head)
+                self._recover(head)
             self._flight.popleft()
-            self.view.note(head.result[0])
+            head.done = True
 
-    def _read(self, t: BatchTicket) -> tuple[OpTable, MatchOutput]:
-        c, b, n = t.block.ctrl, t.batch, len(t.batch)
-        ops = OpTable(*read_ops(t.block.out, n, b.op, b.src, b.dst))
-        nt = int(c[C_NTASK])
-        counts = c[t.block.counts_at:t.block.counts_at + nt].copy()
-        return ops, _counts_only(counts)
+    def _read(self, g: _Launch) -> None:
+        """Each batch's primitive updates (its rows) and counts (its tasks: one per applied
+        edge update and query, in row order)."""
+        c, out, nq = g.block.ctrl, g.block.out, self._nq
+        at = g.block.counts_at
+        for t in g.tickets:
+            b = t.batch
+            cols, applied = read_ops(out, t.lo, len(b), b.op, b.src, b.dst)
+            ops = OpTable(*cols)
+            t.result = ops, _counts_only(c[at:at + applied * nq].copy())
+            at += applied * nq
+            self.view.note(ops)
 
-    def _recover(self, t: BatchTicket) -> tuple[OpTable, MatchOutput]:
-        """The batch stopped on a full pool, output or vertex array: finish it on the host
+    def _recover(self, g: _Launch) -> None:
+        """The launch stopped on a full pool, output or vertex array: finish it on the host
         path (everything after it in flight skipped), then launch the skipped ones again."""
         for lane in self._lanes:   # later batches' skipped steps; the host path's kernels
             if lane.last is not None:   # run on the lanes' streams too
@@ -361,8 +451,8 @@ class DevicePipeline:
         self.stream.synchronize()
         with self.stream:
             self._dev["stall"][D_STALL:D_STALL + 1].fill(0)
-        c, n = t.block.ctrl, len(t.batch)
-        buf = np.ascontiguousarray(t.block.inp[:, :n]).ravel()
+        c, n = g.block.ctrl, g.n
+        buf = np.ascontiguousarray(g.block.inp[:, :n]).ravel()
         ops = self.updater.resume(buf, n, int(c[C_RESUME]), int(c[C_NOUT]), relayout=False)
         self.recoveries += 1
         plans = self._plans
@@ -372,10 +462,19 @@ class DevicePipeline:
                            plans.query_hi, np.full(self._nq, -1, np.int64))
         self.ex._installed = self.stream.record()
         out = self.ex.submit(self.view, plans, tasks).wait()  # type: ignore[arg-type]
+        self.view.note(ops)
+        at = 0
+        for t in g.tickets:   # rows lo..hi-1 of the launch, their tasks in the same order
+            lo, hi = t.lo, t.lo + len(t.batch)
+            cols = {f.name: getattr(ops, f.name)[lo:hi] for f in dataclasses.fields(OpTable)}
+            cols["raw"] = cols["raw"] - lo
+            part = OpTable(**cols)
+            k = int(np.count_nonzero(part.status == UpdateStatus.APPLIED)) * self._nq
+            t.result = part, _counts_only(out.counts[at:at + k].copy())
+            at += k
         for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
             later.block.ctrl[C_DONE] = 0
             self._launch(later)
-        return ops, out
 
 
 def _counts_only(counts: npt.NDArray[np.int64]) -> MatchOutput:

@@ -10,17 +10,19 @@ from gpu.cuda._host_columns import intern_ends, note_ext, read_ops
 
 def test_read_ops_equals_the_numpy_reading() -> None:
     rng = np.random.default_rng(3)
-    cap, n = 64, 37
+    cap, lo, n = 64, 11, 37
     out = rng.integers(-1, 1000, (6, cap)).astype(np.int64)
+    out[4] = rng.integers(0, 3, cap)   # statuses
     op = rng.integers(0, 2, n).astype(np.int8)
     src = rng.integers(0, 1 << 40, n).astype(np.int64)
     dst = rng.integers(0, 1 << 40, n).astype(np.int64)
-    got = read_ops(out, n, op, src, dst)
-    want = (np.arange(n, dtype=np.int32), op, out[0, :n].astype(np.int32),
-            out[1, :n].astype(np.int32), src, dst, out[2, :n].astype(np.int32), out[3, :n],
-            out[4, :n].astype(np.int8), out[5, :n].astype(np.int8))
+    got, applied = read_ops(out, lo, n, op, src, dst)
+    c = out[:, lo:lo + n]
+    want = (np.arange(n, dtype=np.int32), op, c[0].astype(np.int32), c[1].astype(np.int32),
+            src, dst, c[2].astype(np.int32), c[3], c[4].astype(np.int8), c[5].astype(np.int8))
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert applied == np.count_nonzero(c[4] == 0)
     assert not np.shares_memory(got[1], op) and not np.shares_memory(got[4], src)
 
 

@@ -62,7 +62,7 @@ def test_many_batches_in_flight_read_in_random_order(seed: int) -> None:
     for j in rng.permutation(len(chunks)):
         _same(expected[j], pending[j].result(), j)
     pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
-    assert pipe.launches >= len(chunks)
+    assert pipe.launches > 0
 
 
 def test_a_full_pool_mid_flight_is_finished_on_the_host_path() -> None:
@@ -105,11 +105,38 @@ def test_the_watermark_keeps_what_every_match_lane_can_read() -> None:
     gpu.load_graph(ids, np.zeros(len(ids), np.int32), rng.integers(0, 20_000, 100_000),
                    rng.integers(0, 20_000, 100_000), np.zeros(100_000, np.int32))
     gpu.register(QuerySpec(triangle(), CountMode.SUBGRAPHS))
+    pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
+    pipe.busy_launches = 1 << 30   # one launch per batch, however busy the device is
     chunks = [stream.slice(i, i + 60) for i in range(0, len(stream), 60)]
     results = [p.result() for p in [gpu.submit(c) for c in chunks]]
-    pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
     lanes = len(pipe._lanes)
     assert lanes > 1 and pipe.launches == len(chunks) and pipe.recoveries == 0
     tick0 = [int(r.ops.tick[r.ops.status == UpdateStatus.APPLIED].min()) - 1 for r in results]
     meta = gpu.executor.graph.meta   # type: ignore[attr-defined]
     assert int(meta[M_WATERMARK]) == tick0[len(chunks) - lanes]
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_batches_gathered_into_one_launch_keep_their_own_results(seed: int) -> None:
+    """Batches submitted while the device is busy share a launch (group commit); each
+    still gets exactly its own primitive updates and counts, read in any order. With
+    ``busy_launches = 0`` they gather until a read or a full launch, so the test does not
+    depend on the device's speed."""
+    ds = generate(GenConfig(vertices=2000, edges=8000, labels=3, queries=2, max_query=4,
+                            insert_ratio=0.5, delete_ratio=0.1, seed=seed))
+    queries = [(q, m) for _, q in ds.queries for m in MODES] + [(triangle(), MODES[0])]
+    cpu, gpu = _engines(ds, queries)
+    pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
+    pipe.busy_launches = 0
+    rng = np.random.default_rng(seed)
+    chunks = _chunks(ds.stream.slice(0, 6000), rng, 40 if seed == 4 else 700)
+    expected = [cpu.apply(c) for c in chunks]
+    pending = []
+    for k, c in enumerate(chunks):
+        pending.append(gpu.submit(c))
+        if k % 25 == 24:
+            j = int(rng.integers(0, k + 1))
+            _same(expected[j], pending[j].result(), j)
+    for j in rng.permutation(len(chunks)):
+        _same(expected[j], pending[j].result(), j)
+    assert pipe.launches < len(chunks) // 2
