@@ -90,9 +90,10 @@ class BatchTicket:
         return self.result is not None or self.pipe.poll(self.launch)
 
     def sync(self) -> None:
-        """Until its device work is done (launching it first if it still waits)."""
-        self.pipe.launch_now(self.launch)
-        self.launch.event.synchronize()
+        """Until the device work of its launch and of every launch before it is done
+        (starting its launch first if it still gathers batches)."""
+        for event in self.pipe.launch_now(self.launch):
+            event.synchronize()
 
     def wait(self) -> tuple[OpTable, MatchOutput]:
         if self.result is None:
@@ -161,6 +162,7 @@ class DevicePipeline:
         # submit and read run on the engine's thread; a ticket's sync may start its launch
         # from another thread (the service waits for device work off its event loop)
         self._lock = threading.RLock()
+        self._broken: BaseException | None = None
         self._blocks: list[_Block | None] = []
         self._next = 0
         self._seq = 0
@@ -307,6 +309,7 @@ class DevicePipeline:
         (group commit): the updater's stream and the host pay per launch, not per batch."""
         n = len(batch)
         with self._lock:
+            self._check()
             self._configure(plans, n)
             g = self._open
             if g is not None and g.n + n > self._cap:
@@ -351,17 +354,43 @@ class DevicePipeline:
         return False
 
     def poll(self, g: _Launch) -> bool:
-        """Whether ``g``'s device work is done; starts it if it waits and the device has
-        room now."""
+        """Whether the device work of ``g`` and of every launch before it is done (so
+        reading ``g`` would not wait); starts ``g`` if it gathers batches and the device
+        has room now (with ``busy_launches`` 0: at once)."""
         with self._lock:
-            if g is self._open and not self._busy():
+            self._check()
+            if g is self._open and (self.busy_launches == 0 or not self._busy()):
                 self._start(g)
-        return g.event is not None and bool(g.event.done)
+            if g.done:
+                return True
+            if g.event is None:
+                return False
+            for x in self._flight:
+                if not x.event.done:
+                    return False
+                if x is g:
+                    break
+            return True
 
-    def launch_now(self, g: _Launch) -> None:
+    def launch_now(self, g: _Launch) -> list[Any]:
+        """Start ``g`` if it gathers batches; the events of every launch up to it."""
         with self._lock:
+            self._check()
             if g is self._open:
                 self._start(g)
+            if g.done:
+                return []
+            out = []
+            for x in self._flight:
+                out.append(x.event)
+                if x is g:
+                    break
+            return out
+
+    def _check(self) -> None:
+        if self._broken is not None:
+            raise BackendError("the device pipeline stopped: starting a launch failed "
+                               f"({self._broken}); its batches have no results") from self._broken
 
     def _start(self, g: _Launch) -> None:
         """Launch the gathered batches (the open launch)."""
@@ -376,7 +405,11 @@ class DevicePipeline:
         self._seq += 1
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
-        self._launch(g)
+        try:
+            self._launch(g)
+        except BaseException as exc:   # its batches (and maybe the device) are in doubt:
+            self._broken = exc         # every later call says so instead of waiting
+            raise
         self._flight.append(g)
 
     def _launch(self, g: _Launch) -> None:
@@ -387,10 +420,11 @@ class DevicePipeline:
             g.marks = []
             args = self._step_args()
             with s:
-                mark = lambda: g.marks.append(s.record())  # noqa: E731
-                self._front(g.block, *args, mark=mark)
-                self._back(g.block, *args, mark=mark)
-            g.event = s.record()
+                self._front(g.block, *args, mark=lambda: g.marks.append(s.record()))
+            lane.stream.wait_event(s.record())
+            with lane.stream:
+                self._back(g.block, *args, mark=lambda: g.marks.append(lane.stream.record()))
+            g.event = lane.stream.record()
         else:
             if g.block.key != self._key():
                 self._capture(g.block)
@@ -403,6 +437,7 @@ class DevicePipeline:
 
     def drain(self) -> None:
         with self._lock:
+            self._check()
             if self._open is not None:
                 self._start(self._open)
             if self._flight:
@@ -411,6 +446,7 @@ class DevicePipeline:
     def take(self, t: BatchTicket) -> None:
         """Finish every launch up to ``t``'s in order and keep their batches' results."""
         with self._lock:
+            self._check()
             if t.launch is self._open:
                 self._start(t.launch)
             self._finish(t.launch)

@@ -196,7 +196,9 @@ class DeviceUpdater:
         if self._scratch_ptrs is None:
             arrs = [self.slot_first, self.vtile, self.vcnt, self.vown,
                     *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH)]
-            self._scratch_ptrs = self.cp.asarray(np.array([a.data.ptr for a in arrs], np.int64))
+            with self.stream:   # ordered before the resolver launches that read it
+                self._scratch_ptrs = self.cp.asarray(np.array([a.data.ptr for a in arrs],
+                                                              np.int64))
         return self._scratch_ptrs
 
     def _grow_out(self, cap: int) -> None:
