@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._types import INF_TICK, UpdateBatch, UpdateOp, UpdateStatus
+from .._types import INF_TICK, UpdateBatch, UpdateOp
 from . import _kernels as K
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
@@ -68,8 +68,8 @@ class OpTable:
 
     def applied_edges(self) -> npt.NDArray[np.int64]:
         """Indices of the applied edge updates (ops 0 and 1): the ones that are matched."""
-        return np.flatnonzero((self.op <= int(UpdateOp.DELETE_EDGE))
-                              & (self.status == int(UpdateStatus.APPLIED)))
+        return K.applied_edges(np.ascontiguousarray(self.op, np.int8),
+                               np.ascontiguousarray(self.status, np.int8))
 
 
 class HostGraph:

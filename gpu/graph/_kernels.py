@@ -407,3 +407,16 @@ def compact(meta, nv, order, end, seg_off, seg_len, seg_cap, key, elab, ct, dt):
     meta[POOL_USED] = p
     meta[GARBAGE] = 0
     return out
+
+
+@nb.njit(cache=True, nogil=True)
+def applied_edges(op, status):  # type: ignore[no-untyped-def]
+    """Indices of the applied edge updates (OpTable.applied_edges): one pass, where numpy
+    took four calls (about 7 us a batch at b = 8)."""
+    out = np.empty(len(op), np.int64)
+    k = 0
+    for i in range(len(op)):
+        if op[i] <= _DEL_E and status[i] == _APPLIED:
+            out[k] = i
+            k += 1
+    return out[:k]

@@ -61,3 +61,21 @@ def test_intern_ends_gives_slots_in_first_seen_order() -> None:
     assert sx.tolist() == [slot[x] for x in src.tolist()]
     assert sy.tolist() == [slot[x] if o < 2 else -1 for x, o in zip(dst.tolist(), op.tolist(),
                                                                     strict=True)]
+
+
+def test_applied_edges_equals_the_numpy_selection() -> None:
+    """OpTable.applied_edges (compiled) selects what the numpy mask did, for tables read
+    from a control block and for slices of one (the pipeline's per-batch rows)."""
+    from gpu.graph._host import OpTable
+
+    rng = np.random.default_rng(6)
+    for n in (0, 1, 8, 300):
+        cols, _ = read_ops(rng.integers(-1, 3, (6, 512)).astype(np.int64), 5, n,
+                           rng.integers(0, 4, n).astype(np.int8), np.zeros(n, np.int64),
+                           np.zeros(n, np.int64))
+        ops = OpTable(*cols)
+        want = np.flatnonzero((ops.op <= 1) & (ops.status == 0))
+        got = ops.applied_edges()
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+        half = OpTable(*(c[n // 2:] for c in cols))
+        assert np.array_equal(half.applied_edges(), want[want >= n // 2] - n // 2)
