@@ -181,8 +181,7 @@ def breakdown(edges: int, window: int) -> list[str]:
             t1 = time.perf_counter()
             ex.on_update(g, ops)
             t2 = time.perf_counter()
-            edge = (ops.op <= 1) & (ops.status == 0)
-            ei = np.flatnonzero(edge)
+            ei = ops.applied_edges()
             ps = eng._plan_set()
             tasks = eng._edge_tasks(ops, ei, ps)
             ticket = ex.submit(g, ps, tasks) if len(tasks) else None

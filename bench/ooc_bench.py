@@ -130,7 +130,6 @@ def coverage(initial: GraphData, stream: UpdateBatch, queries: list[Query], b: i
              budget: int) -> tuple[float, float, int, int]:
     """GCSM Fig. 28b on the device: share of the kernel's top 1% / 5% most-read vertices
     that the random-walk cache holds, for the first batch of size b."""
-    from gpu import UpdateOp, UpdateStatus
     from gpu.ooc._cache import by_value
     from gpu.ooc._estimate import estimate_reads
 
@@ -141,10 +140,8 @@ def coverage(initial: GraphData, stream: UpdateBatch, queries: list[Query], b: i
         eng.register(QuerySpec(q, CountMode.EMBEDDINGS))
     ops = eng.graph.apply(next(iter_chunks(stream, b)))
     eng.executor.on_update(eng.graph, ops)
-    edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
-        (ops.status == UpdateStatus.APPLIED)
     ps = eng._plan_set()
-    tasks = eng._edge_tasks(ops, np.flatnonzero(edge), ps)
+    tasks = eng._edge_tasks(ops, ops.applied_edges(), ps)
     reads = eng.executor.read_counts(eng.graph, ps, tasks)  # type: ignore[attr-defined]
     ex = eng.executor
     nbytes = ex.config.graph_budget_bytes // ex.config.cache_slots  # type: ignore[attr-defined]

@@ -74,7 +74,8 @@ class _Standing:
 
     qids: tuple[int, ...]
     specs: dict[int, QuerySpec]
-    scale: npt.NDArray[np.int64]   # (queries, 2): count = matches * num // den
+    scale: npt.NDArray[np.int64]   # (2, queries): count = matches * num // den, a row each
+                                   # (contiguous: result_columns takes them as they are)
     caps: npt.NDArray[np.int64]    # listing cap per update; -1: count only
     counting_only: bool            # no query lists its matches (the device pipeline)
 
@@ -82,7 +83,7 @@ class _Standing:
     def of(cls, queries: dict[int, RegisteredQuery]) -> _Standing:
         specs = {q: r.spec for q, r in queries.items()}
         return cls(tuple(queries), specs,
-                   np.array([r.scale for r in queries.values()], np.int64).reshape(-1, 2),
+                   np.array([r.scale for r in queries.values()], np.int64).reshape(-1, 2).T.copy(),
                    np.array([s.max_matches_per_update if s.list_matches else -1
                              for s in specs.values()], np.int64),
                    not any(s.list_matches for s in specs.values()))
@@ -242,15 +243,16 @@ class Engine:
         t0 = time.perf_counter()
         st = self._standing
         qids, specs, scale = st.qids, st.specs, st.scale
-        if self._pipelined(batch, qids):   # the pipeline keeps its own watermark
+        vertex_ops = len(batch) > 0 and int(batch.op.max()) >= _INS_V
+        if self._pipelined(batch, qids, vertex_ops):   # it keeps its own watermark
             ticket = self.executor.submit_batch(batch, self._plan_set())  # type: ignore[attr-defined]
             return PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
                                 first_tick=0, t0=t0, t1=time.perf_counter())
-        self._pending = [p for p in self._pending if p.reading]
-        if getattr(self.executor, "batches_in_flight", 0) or (
-                len(batch) and int(batch.op.max()) >= _INS_V):
+        if vertex_ops:   # vertex labels have one version: every batch before must finish
             self.drain()
-            self._pending = [p for p in self._pending if p.reading]
+        else:
+            self._settle()
+        self._pending = [p for p in self._pending if p.reading]
         first = min((p.first_tick for p in self._pending), default=self.graph.tick + 1)
         if self._hold is not None:
             first = min(first, self._hold)
@@ -270,13 +272,12 @@ class Engine:
         self._pending.append(pending)
         return pending
 
-    def _pipelined(self, batch: UpdateBatch, qids: tuple[int, ...]) -> bool:
+    def _pipelined(self, batch: UpdateBatch, qids: tuple[int, ...], vertex_ops: bool) -> bool:
         """The batch goes to the executor's device pipeline: a device-owned graph, edge
         updates only, queries standing and none listing, no versions held (count mode;
         the rest takes the host path, which builds tasks and listings on the host)."""
         return (bool(qids) and len(batch) > 0 and getattr(self.executor, "pipelined", False)
-                and self._hold is None and int(batch.op.max()) < _INS_V
-                and self._standing.counting_only)
+                and self._hold is None and not vertex_ops and self._standing.counting_only)
 
     def hold_versions(self, tick: int | None) -> None:
         """Keep the graph readable at ``tick`` and later (None: no hold): entries deleted
@@ -330,27 +331,26 @@ class Engine:
             self.drain()
 
     def _finish(self, p: PendingBatch) -> BatchResult:
-        out = None
         if p.ops is None:   # the device pipeline resolved it
             p.ops, out = p.ticket.wait()  # type: ignore[union-attr, misc]
             p.ei = p.ops.applied_edges()
             p.ntasks = len(p.ei) * len(p.qids)
+        else:
+            out = p.ticket.wait() if p.ticket is not None else None
         ops, ei, qids = p.ops, p.ei, p.qids
         assert ei is not None
         listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
         io = None
         flat = _NO_COUNTS
-        if p.ticket is not None:
-            if out is None:
-                out = p.ticket.wait()
+        if out is not None:
             io = out.io
             flat = out.counts
             if listings:
                 listings = self._listings(ops, ei, qids, p.specs, out)
         t2 = time.perf_counter()
         raw = ops.raw
-        counts, sub, tally = result_columns(raw, ops.status, ops.op, ei, flat, p.scale[:, 0],
-                                            p.scale[:, 1])
+        counts, sub, tally = result_columns(raw, ops.status, ops.op, ei, flat, p.scale[0],
+                                            p.scale[1])
         a, i, r, pos, neg = tally.tolist()
         stats = BatchStats(
             updates=len(p.batch), edge_updates=len(ei), applied=a, ignored=i, rejected=r,

@@ -15,10 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ._feed import LocalFeed, LocalRecord
 
-__all__ = ["RUN_UPDATES", "LogReader"]
-
-#: updates per engine batch at most, so decoding the next batch overlaps matching this one
-RUN_UPDATES = 32_768
+__all__ = ["LogReader"]
 
 
 class LogReader:

@@ -28,10 +28,12 @@ from streams.codec import SEQ_STRIDE, Updates
 
 from ._types import Chunk
 
-__all__ = ["RUNS_IN_FLIGHT", "Run", "Runs", "run_batch"]
+__all__ = ["RUNS_IN_FLIGHT", "RUN_UPDATES", "Run", "Runs", "run_batch"]
 
 #: runs submitted and not yet read at most (the device pipeline's depth)
 RUNS_IN_FLIGHT = 8
+#: updates per engine batch at most, so decoding the next batch overlaps matching this one
+RUN_UPDATES = 32_768
 
 
 def run_batch(run: list[tuple[int, Updates, float]]) -> UpdateBatch:
@@ -69,14 +71,14 @@ class Runs:
     def __init__(self, engine: Engine, on_result: Callable[[Run, BatchResult], Awaitable[None]],
                  depth: int = RUNS_IN_FLIGHT) -> None:
         self.engine, self.on_result, self.depth = engine, on_result, depth
-        self._queued: deque[Run] = deque()
+        #: runs open at most before the runtime fetches more: a pipelining executor takes
+        #: the next while the GPU works; the CPU's submit does the work, so one there
+        self.ahead = 2 if getattr(engine.executor, "pipelined", False) else 1
+        self._queued: deque[Run] = deque()   # its first may be being submitted
         self._flight: deque[Run] = deque()
         self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._read_one = asyncio.Event()   # set whenever a run is handed on (or all failed)
         self._device: tuple[Run, asyncio.Future[Any]] | None = None
-        self._submitting: Run | None = None   # taken off the queue, not yet in flight
         self._task: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
 
@@ -86,7 +88,6 @@ class Runs:
             raise self._failed
         run.chunk.runs.append(run.done)
         self._queued.append(run)
-        self._idle.clear()
         self._wake.set()
         if self._task is None:
             self._task = asyncio.create_task(self._drive(), name="csm-runs")
@@ -94,12 +95,13 @@ class Runs:
     @property
     def open(self) -> int:
         """Runs added and not yet handed on."""
-        return len(self._queued) + len(self._flight) + (self._submitting is not None)
+        return len(self._queued) + len(self._flight)
 
-    async def below(self, n: int) -> None:
+    async def below(self, n: int | None = None) -> None:
         """Until fewer than ``n`` runs are open. The runtime fetches records only then:
         what arrives meanwhile makes the next run bigger (fewer, fuller batches under
-        load), instead of a queue of small ones."""
+        load), instead of a queue of small ones. ``n`` defaults to :attr:`ahead`."""
+        n = self.ahead if n is None else n
         while self.open >= n and self._failed is None:
             self._read_one.clear()
             await self._read_one.wait()
@@ -108,9 +110,7 @@ class Runs:
 
     async def drain(self) -> None:
         """Until every run added so far is handed on (the engine is idle then)."""
-        await self._idle.wait()
-        if self._failed is not None:
-            raise self._failed
+        await self.below(1)
 
     async def close(self) -> None:
         """Stop: no run is submitted or handed on after this (their chunks never commit)."""
@@ -122,8 +122,7 @@ class Runs:
             run.done.cancel()
 
     def _open(self) -> list[Run]:
-        sub = [self._submitting] if self._submitting is not None else []
-        return [*self._flight, *sub, *self._queued]
+        return [*self._flight, *self._queued]
 
     async def _drive(self) -> None:
         try:
@@ -135,7 +134,6 @@ class Runs:
                 elif self._flight:
                     await self._wait()
                 else:
-                    self._idle.set()
                     self._wake.clear()
                     await self._wake.wait()
         except Exception as exc:  # every waiting chunk must see it
@@ -145,22 +143,15 @@ class Runs:
                     run.done.set_exception(exc)
             self._flight.clear()
             self._queued.clear()
-            self._submitting = None
-            self._idle.set()
             self._read_one.set()
 
     async def _submit(self) -> None:
-        run = self._submitting = self._queued.popleft()
-        engine = self.engine
-
-        def submit() -> PendingBatch:
-            run.tick0 = engine.graph.tick + 1
-            return engine.submit(run.batch)
-
+        run = self._queued[0]   # stays queued (open) while it is submitted
+        run.tick0 = self.engine.graph.tick + 1   # only this driver enters the engine
         run.t0 = time.perf_counter()
-        run.pending = await asyncio.to_thread(submit)
+        run.pending = await asyncio.to_thread(self.engine.submit, run.batch)
         self._flight.append(run)
-        self._submitting = None
+        self._queued.popleft()
 
     async def _read(self) -> None:
         run = self._flight[0]

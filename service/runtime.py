@@ -39,13 +39,13 @@ from streams.exceptions import DecodeError
 from streams.kafka import KafkaConfig, kafka_errors, make_consumer, make_producer
 
 from ._catchup import release, take_over
-from ._consume import RUN_UPDATES, LogReader
+from ._consume import LogReader
 from ._control import Controls
 from ._faults import crash_point
 from ._ownership import Ownership
 from ._publish import Publisher
 from ._recovery import recover, take_snapshot
-from ._runs import Run, Runs, run_batch
+from ._runs import RUN_UPDATES, Run, Runs, run_batch
 from ._snapshots import Snapshots
 from ._types import STATUS, STATUS_NAMES, Chunk, Outcome, RegisteredDoc, RuntimeConfig
 from ._window import PastRun, Window
@@ -140,11 +140,8 @@ class Runtime:
             if self.own is not None:
                 self.own.release = lambda shards: release(self, shards)
                 await self.own.start()
-            # runs ahead of the one matching: a pipelining executor takes the next while
-            # the GPU works; the CPU's submit does the work, so one at a time there
-            ahead = 2 if getattr(self.engine.executor, "pipelined", False) else 1
             while True:
-                await self.runs.below(ahead)
+                await self.runs.below()
                 records = await self.reader.next_records()
                 if self._finishing is not None and self._finishing.done():
                     self._finishing.result()   # surfaces a failed publish or commit

@@ -269,7 +269,7 @@ class DevicePipeline:
         """apply_step and build_units (into the block's lane) on the current stream."""
         d, u, c, cap = self._dev, self.updater, self.ex.config, self._cap
         lane, ld = block.lane, block.lane.dev
-        mark = mark or (lambda: None)
+        mark = mark or _nothing
         mark()
         self._apply((u.grid,), (TILE,), (
             block.ptr, d["stall"], d["inp"], np.int64(cap), self._lane_tick,
@@ -296,11 +296,10 @@ class DevicePipeline:
             lane.stack, np.int64(self._stride), np.int64(levels), np.int64(warps),
             ld["queue"], np.int32(len(ld["queue"]) // 16), np.int32(0), np.int64(split),
             ld["q_ctr"], np.int32(least), ld["t_count"], null, null, null, null, null, null))
-        if mark:
-            mark()
+        mark = mark or _nothing
+        mark()
         self._collect((1,), (256,), (block.ptr, ld["t_count"], np.int64(block.counts_at)))
-        if mark:
-            mark()
+        mark()
 
     # -- batches ------------------------------------------------------------------------
     def submit(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
@@ -361,16 +360,7 @@ class DevicePipeline:
             self._check()
             if g is self._open and (self.busy_launches == 0 or not self._busy()):
                 self._start(g)
-            if g.done:
-                return True
-            if g.event is None:
-                return False
-            for x in self._flight:
-                if not x.event.done:
-                    return False
-                if x is g:
-                    break
-            return True
+            return g.event is not None and all(x.event.done for x in self._upto(g))
 
     def launch_now(self, g: _Launch) -> list[Any]:
         """Start ``g`` if it gathers batches; the events of every launch up to it."""
@@ -378,14 +368,18 @@ class DevicePipeline:
             self._check()
             if g is self._open:
                 self._start(g)
-            if g.done:
-                return []
-            out = []
-            for x in self._flight:
-                out.append(x.event)
-                if x is g:
-                    break
-            return out
+            return [x.event for x in self._upto(g)]
+
+    def _upto(self, g: _Launch) -> list[_Launch]:
+        """The launches in flight up to ``g`` (none once ``g`` has been read)."""
+        if g.done:
+            return []
+        out = []
+        for x in self._flight:
+            out.append(x)
+            if x is g:
+                break
+        return out
 
     def _check(self) -> None:
         if self._broken is not None:
@@ -511,6 +505,10 @@ class DevicePipeline:
         for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
             later.block.ctrl[C_DONE] = 0
             self._launch(later)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _counts_only(counts: npt.NDArray[np.int64]) -> MatchOutput:

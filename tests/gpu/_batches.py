@@ -15,8 +15,6 @@ from gpu import (
     Query,
     QuerySpec,
     UpdateBatch,
-    UpdateOp,
-    UpdateStatus,
 )
 from gpu.planning._planner import PlanSet
 from streams import GenConfig, generate, iter_chunks
@@ -39,9 +37,7 @@ def task_batch(backend: str = "cpu", size: int = 512, queries: list[Query] | Non
         eng.register(QuerySpec(q, CountMode.EMBEDDINGS, list_matches=list_matches))
     ops = eng.graph.apply(next(iter_chunks(ds.stream, size)))
     eng.executor.on_update(eng.graph, ops)
-    edge = ((ops.op == UpdateOp.INSERT_EDGE) | (ops.op == UpdateOp.DELETE_EDGE)) & \
-        (ops.status == UpdateStatus.APPLIED)
-    ei = np.flatnonzero(edge)
+    ei = ops.applied_edges()
     ps = eng._plan_set()
     return eng, ps, eng._edge_tasks(ops, ei, ps)
 
