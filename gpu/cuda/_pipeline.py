@@ -41,7 +41,7 @@ from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
 from ._host_columns import read_ops
-from ._updater import DONE, M_MAXLEN, DeviceGraphView, DeviceUpdater
+from ._updater import DONE, M_GARBAGE, M_MAXLEN, M_POOL_USED, DeviceGraphView, DeviceUpdater
 from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 
 if TYPE_CHECKING:
@@ -135,9 +135,9 @@ class _Block:
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
         self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
         self.ptr = device_pointer(self.ctrl)
-        self.front: Any = None   # apply_step, build_units (the updater's stream)
-        self.back: Any = None    # match_step, collect_step (the lane's stream)
-        self.key: tuple[int, ...] = ()
+        #: its captured launches per layout (the pipeline's key): front (apply_step,
+        #: build_units; the updater's stream) and back (match_step, collect_step; the lane's)
+        self.graphs: dict[tuple[int, ...], tuple[Any, Any]] = {}
         self.launch: _Launch | None = None   # the last launch that used it
 
 
@@ -176,6 +176,10 @@ class DevicePipeline:
         #: launch the step's kernels one by one with events between them (benchmarks:
         #: each ticket's ``kernel_seconds``), not the captured graph
         self.timed = False
+        #: compact the pool in stream order once it is half full (off: only a batch that
+        #: meets a full pool collects, on the host path)
+        self.collect_garbage = True
+        self._gc: Any = None   # the event after the last stream-ordered compaction
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
@@ -235,22 +239,30 @@ class DevicePipeline:
         self.stream.synchronize()
 
     def _key(self) -> tuple[int, ...]:
-        return (self.updater.generation, self._stride, self._cap, id(self._plans))
+        u = self.updater
+        return (u.generation, u.pool_flip, self._stride, self._cap, id(self._plans))
 
-    def _capture(self, block: _Block) -> None:
-        """Capture the block's launches as two graphs (pointers and sizes baked in): its
-        front on the updater's stream, its back on its lane's (a captured graph runs on
-        whichever stream launches it)."""
-        args = self._step_args()
-        s = self.stream
-        with s:
-            for part in ("front", "back"):
-                s.begin_capture()
-                try:
-                    getattr(self, "_" + part)(block, *args)
-                finally:
-                    setattr(block, part, s.end_capture())
-        block.key = self._key()
+    def _graphs(self, block: _Block) -> tuple[Any, Any]:
+        """The block's two graphs for the current layout, captured if new (pointers and
+        sizes baked in): its front on the updater's stream, its back on its lane's (a
+        captured graph runs on whichever stream launches it). Both pools that garbage
+        collection alternates between keep theirs; any other change drops them all."""
+        key = self._key()
+        got = block.graphs.get(key)
+        if got is None:
+            args = self._step_args()
+            s, parts = self.stream, []
+            with s:
+                for part in (self._front, self._back):
+                    s.begin_capture()
+                    try:
+                        part(block, *args)
+                    finally:
+                        parts.append(s.end_capture())
+            if any(k[0] != key[0] or k[2:] != key[2:] for k in block.graphs):
+                block.graphs.clear()
+            got = block.graphs[key] = (parts[0], parts[1])
+        return got
 
     def _step_args(self) -> tuple[Any, ...]:
         u, ex = self.updater, self.ex
@@ -400,11 +412,30 @@ class DevicePipeline:
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
         try:
+            self._collect_garbage()
             self._launch(g)
         except BaseException as exc:   # its batches (and maybe the device) are in doubt:
             self._broken = exc         # every later call says so instead of waiting
             raise
         self._flight.append(g)
+
+    def _collect_garbage(self) -> None:
+        """Once the pool is half full (as the last finished resolve left it), compact it
+        in stream order before the next launch: the updater's stream waits for the work
+        on every lane so far (it reads the old pool and the version words), then packs
+        into the spare pool, twice as large where what stays would fill over a third of
+        it. The host does not wait, and the launches keep their captured graphs (the
+        pools alternate); a batch that still meets a full pool takes the host path."""
+        u = self.updater
+        if not self.collect_garbage or (self._gc is not None and not self._gc.done):
+            return
+        used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
+        if 2 * used < cap:
+            return
+        live = used - int(u.meta[M_GARBAGE])
+        for lane in self._lanes:
+            self.stream.wait_event(lane.stream.record())
+        self._gc = u.compact_in_stream(2 * cap if 3 * live > cap else 0)
 
     def _launch(self, g: _Launch) -> None:
         s, lane = self.stream, g.block.lane
@@ -420,11 +451,10 @@ class DevicePipeline:
                 self._back(g.block, *args, mark=lambda: g.marks.append(lane.stream.record()))
             g.event = lane.stream.record()
         else:
-            if g.block.key != self._key():
-                self._capture(g.block)
-            g.block.front.launch(s)
+            front, back = self._graphs(g.block)
+            front.launch(s)
             lane.stream.wait_event(s.record())
-            g.block.back.launch(lane.stream)
+            back.launch(lane.stream)
             g.event = lane.stream.record()
         lane.last = g.event
         self.launches += 1

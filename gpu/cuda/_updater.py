@@ -33,10 +33,10 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 
 # meta words: must equal the enum in kernels/update.cu
 (M_NV, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE, M_MAXLEN, M_RESUME,
- M_NOUT, M_CODE, M_LAUNCH, M_SIZE) = range(13)
+ M_NOUT, M_CODE, M_LAUNCH, M_RECLAIMED, M_SIZE) = range(14)
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
-_W_MINCHUNK = 8   # kernels/update.cu W_MINCHUNK
+_W_WM, _W_MINCHUNK = 5, 8   # kernels/update.cu W_WM, W_MINCHUNK
 
 
 class UpdaterStats:
@@ -126,6 +126,7 @@ class DeviceUpdater:
         self.parallel = parallel
         self._apply = kernel("update", "apply_batch" if parallel else "apply_updates")
         self._compact = kernel("update", "compact_pool")
+        self._compacted = kernel("update", "compact_done")
         #: blocks of the parallel resolver: one per SM (its grid barriers need every block
         #: resident, and one block of TILE threads fills an SM's share it may take)
         self.grid = sm_count()
@@ -133,8 +134,14 @@ class DeviceUpdater:
         self.n_slots = 0
         self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
         self._meta_ptr = device_pointer(self.meta)
-        self.reclaimed = 0
+        self._reclaimed = 0   # by host compactions (stream-ordered ones count in meta)
         self.compactions = 0
+        #: the pool a stream-ordered compaction packs into (the one before the last such
+        #: compaction, same capacity): two pools alternate, so captured launches for
+        #: either stay valid (:attr:`pool_flip` says which one is current)
+        self._spare: tuple[Any, ...] | None = None
+        self._pools = 1
+        self.pool_flip = 0
         #: device time of the resolver launches so far (benchmarks)
         self.kernel_seconds = 0.0
         #: bumped whenever a device array is reallocated (captured launches go stale)
@@ -159,6 +166,17 @@ class DeviceUpdater:
         for name, dt in self._POOL:
             setattr(self, name, cp.zeros(cap, dt))
         self._pcap = cap
+        self._spare = None
+        self._pools = 1   # pools of this generation (the spare is the second)
+
+    @property
+    def pool_capacity(self) -> int:
+        return self._pcap
+
+    @property
+    def reclaimed(self) -> int:
+        """Entries compaction has dropped so far."""
+        return self._reclaimed + int(self.meta[M_RECLAIMED])
 
     @staticmethod
     def _regrow(cp: Any, old: Any, cap: int, dt: Any, fill: int = 0) -> Any:
@@ -365,18 +383,55 @@ class DeviceUpdater:
             self._alloc_pool(max(cap, 16))
             live = cp.zeros(1, cp.uint64)
             if nv:
-                blocks = min(4096, (nv * 32 + 255) // 256)
-                self._compact((blocks,), (256,), (
-                    np.int64(nv), new_off, *old, self.key, self.elab, self.ct, self.dt,
-                    self.off, self.len, self.cap, self.seg, np.int64(self.meta[M_WATERMARK]),
-                    live))
+                self._pack(nv, new_off, old, np.int64(self.meta[M_WATERMARK]), live)
             kept = int(live.get()[0])
         self.stream.synchronize()
         before = int(self.meta[M_POOL_USED])
         self.meta[M_POOL_USED] = total
         self.meta[M_GARBAGE] = total - kept
-        self.reclaimed += before - kept
+        self._reclaimed += before - kept
         self.compactions += 1
+
+    def compact_in_stream(self, capacity: int = 0) -> Any:
+        """Compaction in stream order on the updater's stream, without the host waiting:
+        every reader enqueued before (the caller makes the stream wait for them) has read
+        the old pool. Packs into the spare pool (or a new one of ``capacity`` entries, if
+        larger); the resolver after it reads the new fill from meta. Returns an event
+        after it."""
+        cp = self.cp
+        cap = max(self._pcap, capacity)
+        old = (self.key, self.elab, self.ct, self.dt)
+        with self.stream:
+            if self._spare is not None and len(self._spare[0]) == cap:
+                new = self._spare
+            else:
+                new = tuple(cp.empty(cap, dt) for _, dt in self._POOL)
+                if cap > self._pcap or self._pools > 1:   # launches captured for the
+                    self.generation += 1                  # other flip read a freed pool
+                self._pools = 1 if cap > self._pcap else 2
+            n = self._vcap   # vertices past meta's count have no entries
+            ln = self.len.astype(cp.int64)
+            ends = cp.cumsum(ln)
+            live = cp.zeros(1, cp.uint64)
+            self._pack(n, ends - ln, old, np.int64(-1), live, new)
+            self._compacted((1,), (1,), (self._meta_ptr, ends[n - 1:], live))
+            done = self.stream.record()
+        self.key, self.elab, self.ct, self.dt = new
+        self._spare = old if len(old[0]) == cap else None
+        self._pcap = cap
+        self.pool_flip ^= 1
+        self.compactions += 1
+        return done
+
+    def _pack(self, nv: int, new_off: Any, old: tuple[Any, ...], watermark: np.int64,
+              live: Any, new: tuple[Any, ...] | None = None) -> None:
+        """compact_pool: vertices 0..nv-1 from ``old`` into ``new`` (default: the current
+        pool) at ``new_off``."""
+        new = new or (self.key, self.elab, self.ct, self.dt)
+        blocks = min(4096, (nv * 32 + 255) // 256)
+        self._compact((blocks,), (256,), (
+            np.int64(nv), new_off, *old, *new, self.off, self.len, self.cap, self.seg,
+            watermark, live, self._tiles["gw"][_W_WM:]))
 
     # -- reads for checks -----------------------------------------------------------------
     def versions(self) -> list[npt.NDArray[np.int64]]:

@@ -42,7 +42,7 @@
 
 // meta words (kept in device memory between launches; the host reads them back)
 enum { M_NV = 0, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE,
-       M_MAXLEN, M_RESUME, M_NOUT, M_CODE, M_LAUNCH, M_SIZE };
+       M_MAXLEN, M_RESUME, M_NOUT, M_CODE, M_LAUNCH, M_RECLAIMED, M_SIZE };
 
 struct Dev {
     // entry pool (read by the matching kernels)
@@ -1281,13 +1281,18 @@ extern "C" __global__ void collect_step(long long* ctrl, const unsigned long lon
 
 // Compaction (nothing in flight): copy every vertex's live entries (dt > watermark) into a
 // fresh pool at new_off (an exclusive prefix sum of the current lengths), one warp per
-// vertex, and publish the new words. The old pool is freed by the caller afterwards.
+// vertex, and publish the new words. The old pool is freed by the caller afterwards, or
+// kept as the next compaction's target. watermark < 0: the one the last resolve used
+// (a compaction in stream order after every match lane's work: the pipeline's), from its
+// copy in device memory (`wm_word`, the grid's W_WM; meta is mapped host memory, and a
+// read per block would cross PCIe thousands of times).
 extern "C" __global__ void compact_pool(
     long long nv, const long long* new_off,
     const long long* key, const int* elab, const long long* ct, const long long* dt,
     long long* nkey, int* nelab, long long* nct, long long* ndt,
     long long* off, int* len, int* cap, long long* seg, long long watermark,
-    unsigned long long* live) {
+    unsigned long long* live, const long long* wm_word) {
+    if (watermark < 0) watermark = *wm_word;
     int lane = threadIdx.x & 31;
     long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
@@ -1310,4 +1315,14 @@ extern "C" __global__ void compact_pool(
             atomicAdd(live, (unsigned long long)m);
         }
     }
+}
+
+// After a compaction in stream order: the pool's new fill (the sum of the old lengths,
+// `total`), what of it is dead, and what was reclaimed (meta words the host reads).
+extern "C" __global__ void compact_done(long long* meta, const long long* total,
+                                        const unsigned long long* live) {
+    long long before = meta[M_POOL_USED], kept = (long long)*live;
+    meta[M_POOL_USED] = *total;
+    meta[M_GARBAGE] = *total - kept;
+    meta[M_RECLAIMED] += before - kept;
 }
