@@ -245,7 +245,7 @@ class Engine:
         qids, specs, scale = st.qids, st.specs, st.scale
         vertex_ops = len(batch) > 0 and int(batch.op.max()) >= _INS_V
         if self._pipelined(batch, qids, vertex_ops):   # it keeps its own watermark
-            ticket = self.executor.submit_batch(batch, self._plan_set())  # type: ignore[attr-defined]
+            ticket = self.executor.submit_batch(batch, self._plan_set(), scale)  # type: ignore[attr-defined]
             return PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
                                 first_tick=0, t0=t0, t1=time.perf_counter())
         if vertex_ops:   # vertex labels have one version: every batch before must finish
@@ -331,12 +331,9 @@ class Engine:
             self.drain()
 
     def _finish(self, p: PendingBatch) -> BatchResult:
-        if p.ops is None:   # the device pipeline resolved it
-            p.ops, out = p.ticket.wait()  # type: ignore[union-attr, misc]
-            p.ei = p.ops.applied_edges()
-            p.ntasks = len(p.ei) * len(p.qids)
-        else:
-            out = p.ticket.wait() if p.ticket is not None else None
+        if p.ops is None:   # the device pipeline resolved it and built its columns
+            return self._finish_pipelined(p)
+        out = p.ticket.wait() if p.ticket is not None else None
         ops, ei, qids = p.ops, p.ei, p.qids
         assert ei is not None
         listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
@@ -361,6 +358,21 @@ class Engine:
         return BatchResult(ops=ops, seq=p.batch.seq[raw], sub=sub, request_op=p.batch.op[raw],
                            query_ids=qids, counts=counts,
                            listings=listings, stats=stats)
+
+    def _finish_pipelined(self, p: PendingBatch) -> BatchResult:
+        """A device pipeline batch: edge updates only (one primitive update each, in raw
+        order, so seq and request_op are the batch's own), no listings."""
+        r = p.ticket.wait()  # type: ignore[union-attr]
+        p.ops, p.ei = r.ops, r.applied   # type: ignore[union-attr]
+        p.ntasks = len(p.ei) * len(p.qids)
+        a, i, rj, pos, neg = r.tally.tolist()  # type: ignore[union-attr]
+        stats = BatchStats(
+            updates=len(p.batch), edge_updates=len(p.ei), applied=a, ignored=i, rejected=rj,
+            positive=pos, negative=neg, resolve_seconds=p.t1 - p.t0,
+            match_seconds=time.perf_counter() - p.t1, tasks=p.ntasks)
+        return BatchResult(ops=p.ops, seq=p.batch.seq, sub=r.sub,  # type: ignore[union-attr]
+                           request_op=p.batch.op, query_ids=p.qids,
+                           counts=r.counts, listings={}, stats=stats)  # type: ignore[union-attr]
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
                     cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:

@@ -223,14 +223,16 @@ class GpuExecutor:
         if self._pipeline is not None:
             self._pipeline.prepare(plans)
 
-    def submit_batch(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
+    def submit_batch(self, batch: UpdateBatch, plans: PlanSet,
+                     scale: npt.NDArray[np.int64]) -> BatchTicket:
         """Resolve and match a raw batch of edge updates on the device (count mode, one
-        task per applied edge update and query of ``plans``); returns at once."""
+        task per applied edge update and query of ``plans``, counts times num // den of
+        ``scale``'s two rows); returns at once."""
         if self._pipeline is None:
             raise BackendError("submit_batch needs a device-owned graph (device_graph=True)")
         if self._in_flight():   # matching of host-path batches may read what this reclaims
             self.drain()
-        return self._pipeline.submit(batch, plans)
+        return self._pipeline.submit(batch, plans, scale)
 
     @property
     def out_of_core(self) -> bool:

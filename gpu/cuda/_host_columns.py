@@ -1,7 +1,8 @@
-"""The device pipeline's per-batch host work on columns, compiled: mapping external ids to
-slots, reading a control block's primitive updates and noting external ids were some
-thirty small numpy calls and three compiled ones a batch (about 40 us at b = 1 on the H100
-host)."""
+"""The device pipeline's per-batch host work, compiled: staging a batch's raw updates in
+its launch's control block (ids interned) and reading its whole result back (columns,
+signed counts, tally, external ids). In numpy that was some thirty small calls a batch,
+then seven compiled ones of 3-13 us each on the H100 host (numba's dispatch is most of a
+small batch's cost)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from ..graph._idmap import slot_of
 
-__all__ = ["intern_ends", "note_ext", "read_ops"]
+__all__ = ["intern_ends", "note_ext", "read_batch", "stage"]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -39,10 +40,31 @@ def intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext,
 
 
 @nb.njit(cache=True, nogil=True)
-def read_ops(out, lo, n, op, src, dst):  # type: ignore[no-untyped-def]
-    """The columns of an OpTable from a control block's output rows ``out`` (a, b, label,
-    tick, status, reason as int64; one primitive update per raw update: edge updates),
-    columns lo..lo+n-1: one batch of the launch. Also how many of them were applied."""
+def stage(keys, vals, used, op, src, dst, label, first_vertex_op, count, new_ext, inp,
+          at):  # type: ignore[no-untyped-def]
+    """A batch's raw updates into a control block's input rows ``inp`` (op, slot x, slot y,
+    label) from column ``at`` on, its ends interned as :func:`intern_ends` does. Returns how
+    many ids are new."""
+    n = len(op)
+    k = intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext,
+                    inp[1, at:at + n], inp[2, at:at + n])
+    for i in range(n):
+        inp[0, at + i] = op[i]
+        inp[3, at + i] = label[i]
+    return k
+
+
+@nb.njit(cache=True, nogil=True)
+def read_batch(out, counts, lo, at, op, src, dst, num, den, vext):  # type: ignore[no-untyped-def]
+    """One pipelined batch's whole result from its launch's control block in one pass:
+    its OpTable columns (rows lo..lo+len(op)-1 of ``out``: one primitive update per raw
+    edge update), the applied ones' indices, the signed counts per (update, query) (task
+    counts from ``counts[at]`` on, one per applied update and query, times num // den, +
+    for an insertion, - for a deletion), each update's index within its raw update (0),
+    the tally (applied, ignored, rejected, matches created, destroyed), and the external
+    ids of the vertices it names into ``vext``. (:func:`read_ops`, ``applied_edges``,
+    ``result_columns`` and :func:`note_ext` were four calls of about 5-13 us each.)"""
+    n, nq = len(op), len(num)
     raw = np.empty(n, np.int32)
     o_op = np.empty(n, np.int8)
     a = np.empty(n, np.int32)
@@ -53,7 +75,10 @@ def read_ops(out, lo, n, op, src, dst):  # type: ignore[no-untyped-def]
     tick = np.empty(n, np.int64)
     status = np.empty(n, np.int8)
     reason = np.empty(n, np.int8)
-    applied = 0
+    ei = np.empty(n, np.int64)
+    signed = np.zeros((n, nq), np.int64)
+    tally = np.zeros(5, np.int64)
+    k = 0
     for i in range(n):
         j = lo + i
         raw[i] = i
@@ -66,8 +91,24 @@ def read_ops(out, lo, n, op, src, dst):  # type: ignore[no-untyped-def]
         tick[i] = out[3, j]
         status[i] = out[4, j]
         reason[i] = out[5, j]
-        applied += out[4, j] == 0
-    return (raw, o_op, a, b, o_src, o_dst, label, tick, status, reason), applied
+        tally[status[i]] += 1
+        if a[i] >= 0:
+            vext[a[i]] = src[i]
+        if b[i] >= 0:
+            vext[b[i]] = dst[i]
+        if status[i] == 0 and op[i] <= 1:
+            ei[k] = i
+            sign = 1 - 2 * np.int64(op[i])
+            for q in range(nq):
+                c = counts[at + k * nq + q] * num[q] // den[q] * sign
+                signed[i, q] = c
+                if c > 0:
+                    tally[3] += c
+                else:
+                    tally[4] -= c
+            k += 1
+    cols = (raw, o_op, a, b, o_src, o_dst, label, tick, status, reason)
+    return cols, ei[:k], signed, np.zeros(n, np.int32), tally
 
 
 @nb.njit(cache=True, nogil=True)

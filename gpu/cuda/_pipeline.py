@@ -29,25 +29,26 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from .._executor import MatchOutput, edge_tasks
-from .._types import MAX_QUERY_VERTICES, UpdateBatch, UpdateStatus
+from .._executor import edge_tasks
+from .._result_columns import result_columns
+from .._types import MAX_QUERY_VERTICES, UpdateBatch
 from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
-from ._host_columns import read_ops
+from ._host_columns import read_batch
 from ._updater import DONE, M_GARBAGE, M_MAXLEN, M_POOL_USED, DeviceGraphView, DeviceUpdater
 from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 
 if TYPE_CHECKING:
     from ._executor import GpuExecutor
 
-__all__ = ["BatchTicket", "DevicePipeline"]
+__all__ = ["BatchColumns", "BatchTicket", "DevicePipeline"]
 
 # control block words and device words: must equal kernels/update.cu
 (C_N, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS, C_TICK0,
@@ -63,15 +64,26 @@ _FIRST_CAP = 4096
 M = MAX_QUERY_VERTICES
 
 
+class BatchColumns(NamedTuple):
+    """A pipelined batch's result columns, as the engine's BatchResult takes them."""
+
+    ops: OpTable
+    applied: npt.NDArray[np.int64]   # indices of the applied edge updates
+    counts: npt.NDArray[np.int64]    # (updates, queries): signed, scaled
+    sub: npt.NDArray[np.int32]
+    tally: npt.NDArray[np.int64]     # applied, ignored, rejected, created, destroyed
+
+
 class BatchTicket:
     """One submitted batch: rows lo..lo+len(batch)-1 of its launch (a launch carries
-    every batch submitted while the device was busy); ``wait`` returns its primitive
-    updates and counts."""
+    every batch submitted while the device was busy); ``wait`` returns its columns, its
+    counts scaled by ``scale`` (num and den rows, one column per query)."""
 
     def __init__(self, pipe: DevicePipeline, launch: _Launch, batch: UpdateBatch,
-                 lo: int) -> None:
+                 lo: int, scale: npt.NDArray[np.int64]) -> None:
         self.pipe, self.launch, self.batch, self.lo = pipe, launch, batch, lo
-        self.result: tuple[OpTable, MatchOutput] | None = None
+        self.scale = scale
+        self.result: BatchColumns | None = None
 
     def kernel_seconds(self) -> list[float]:
         """Device seconds of apply_step, build_units, match_step, collect_step of its
@@ -95,7 +107,7 @@ class BatchTicket:
         for event in self.pipe.launch_now(self.launch):
             event.synchronize()
 
-    def wait(self) -> tuple[OpTable, MatchOutput]:
+    def wait(self) -> BatchColumns:
         if self.result is None:
             self.pipe.take(self)
         assert self.result is not None
@@ -109,9 +121,16 @@ class _Launch:
         self.block = block
         self.tickets: list[BatchTicket] = []
         self.n = 0            # raw updates so far
+        self.seq = 0          # its number, once launched (collect_step writes it last)
         self.event: Any = None    # after its collect_step, once launched
         self.marks: list[Any] = []
         self.done = False     # every ticket has its result
+
+    @property
+    def on_device(self) -> bool:
+        """Launched and not yet finished on the device (a word of its control block:
+        collect_step writes the sequence number last; cheaper than an event query)."""
+        return not self.done and self.block.ctrl[C_DONE] != self.seq
 
 
 class _Lane:
@@ -128,13 +147,16 @@ class _Lane:
 class _Block:
     """A batch's control block: header, raw updates, primitive updates, counts."""
 
-    def __init__(self, cap: int, nq: int, lane: _Lane) -> None:
+    def __init__(self, cp: Any, cap: int, nq: int, lane: _Lane) -> None:
         self.lane = lane
         self.counts_at = C_HDR + 2 * cap + _OUT_COLS * cap
         self.ctrl = mapped_zeros(self.counts_at + cap * max(nq, 1), np.dtype(np.int64))
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
         self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
         self.ptr = device_pointer(self.ctrl)
+        # recorded again at each launch of the block (its previous one has been read)
+        self.fronted = cp.cuda.Event(disable_timing=True)   # after its front
+        self.backed = cp.cuda.Event()                        # after its back
         #: its captured launches per layout (the pipeline's key): front (apply_step,
         #: build_units; the updater's stream) and back (match_step, collect_step; the lane's)
         self.graphs: dict[tuple[int, ...], tuple[Any, Any]] = {}
@@ -314,10 +336,12 @@ class DevicePipeline:
         mark()
 
     # -- batches ------------------------------------------------------------------------
-    def submit(self, batch: UpdateBatch, plans: PlanSet) -> BatchTicket:
+    def submit(self, batch: UpdateBatch, plans: PlanSet,
+               scale: npt.NDArray[np.int64]) -> BatchTicket:
         """Enqueue ``batch`` (edge updates only); returns at once. While ``busy_launches``
         launches are still running on the device, batches gather into the next launch
-        (group commit): the updater's stream and the host pay per launch, not per batch."""
+        (group commit): the updater's stream and the host pay per launch, not per batch.
+        ``scale``: each query's num and den (two contiguous int64 rows)."""
         n = len(batch)
         with self._lock:
             self._check()
@@ -329,11 +353,9 @@ class DevicePipeline:
             if g is None:
                 g = self._open = self._new_launch()
             o = g.n
-            inp = g.block.inp
-            self.updater._slots(batch, inp[1, o:o + n], inp[2, o:o + n])
-            inp[0, o:o + n], inp[3, o:o + n] = batch.op, batch.label
+            self.updater.stage(batch, g.block.inp, o)
             g.n += n
-            ticket = BatchTicket(self, g, batch, o)
+            ticket = BatchTicket(self, g, batch, o, scale)
             g.tickets.append(ticket)
             if not self._busy():
                 self._start(g)
@@ -343,7 +365,7 @@ class DevicePipeline:
         block = self._blocks[self._next]
         if block is None:
             block = self._blocks[self._next] = _Block(
-                self._cap, self._nq, self._lanes[self._next % len(self._lanes)])
+                self.cp, self._cap, self._nq, self._lanes[self._next % len(self._lanes)])
         self._next = (self._next + 1) % len(self._blocks)
         if block.launch is not None and not block.launch.done:
             self._finish(block.launch)
@@ -357,7 +379,7 @@ class DevicePipeline:
             return True
         k = 0
         for g in reversed(self._flight):
-            if g.done or g.event.done:
+            if not g.on_device:
                 return False
             k += 1
             if k >= self.busy_launches:
@@ -372,7 +394,7 @@ class DevicePipeline:
             self._check()
             if g is self._open and (self.busy_launches == 0 or not self._busy()):
                 self._start(g)
-            return g.event is not None and all(x.event.done for x in self._upto(g))
+            return g.event is not None and not any(x.on_device for x in self._upto(g))
 
     def launch_now(self, g: _Launch) -> list[Any]:
         """Start ``g`` if it gathers batches; the events of every launch up to it."""
@@ -409,6 +431,7 @@ class DevicePipeline:
         if bound + 1 > self._stride:
             self._stride = (bound + max(64, bound // 4, 2 * n) + 31) // 32 * 32
         self._seq += 1
+        g.seq = self._seq
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
         try:
@@ -451,11 +474,14 @@ class DevicePipeline:
                 self._back(g.block, *args, mark=lambda: g.marks.append(lane.stream.record()))
             g.event = lane.stream.record()
         else:
-            front, back = self._graphs(g.block)
+            b = g.block
+            front, back = self._graphs(b)
             front.launch(s)
-            lane.stream.wait_event(s.record())
+            b.fronted.record(s)
+            lane.stream.wait_event(b.fronted)
             back.launch(lane.stream)
-            g.event = lane.stream.record()
+            b.backed.record(lane.stream)
+            g.event = b.backed
         lane.last = g.event
         self.launches += 1
 
@@ -490,17 +516,17 @@ class DevicePipeline:
             head.done = True
 
     def _read(self, g: _Launch) -> None:
-        """Each batch's primitive updates (its rows) and counts (its tasks: one per applied
-        edge update and query, in row order)."""
-        c, out, nq = g.block.ctrl, g.block.out, self._nq
+        """Each batch's result columns (its rows, and its counts: one per applied edge
+        update and query, in row order), in one compiled pass a batch."""
+        c, out = g.block.ctrl, g.block.out
         at = g.block.counts_at
+        vext = self.view.ext_room()
         for t in g.tickets:
             b = t.batch
-            cols, applied = read_ops(out, t.lo, len(b), b.op, b.src, b.dst)
-            ops = OpTable(*cols)
-            t.result = ops, _counts_only(c[at:at + applied * nq].copy())
-            at += applied * nq
-            self.view.note(ops)
+            cols, ei, counts, sub, tally = read_batch(out, c, t.lo, at, b.op, b.src, b.dst,
+                                                      t.scale[0], t.scale[1], vext)
+            t.result = BatchColumns(OpTable(*cols), ei, counts, sub, tally)
+            at += len(ei) * len(t.scale[0])
 
     def _recover(self, g: _Launch) -> None:
         """The launch stopped on a full pool, output or vertex array: finish it on the host
@@ -529,8 +555,11 @@ class DevicePipeline:
             cols = {f.name: getattr(ops, f.name)[lo:hi] for f in dataclasses.fields(OpTable)}
             cols["raw"] = cols["raw"] - lo
             part = OpTable(**cols)
-            k = int(np.count_nonzero(part.status == UpdateStatus.APPLIED)) * self._nq
-            t.result = part, _counts_only(out.counts[at:at + k].copy())
+            ei = part.applied_edges()
+            k = len(ei) * self._nq
+            counts, sub, tally = result_columns(part.raw, part.status, part.op, ei,
+                                                out.counts[at:at + k], t.scale[0], t.scale[1])
+            t.result = BatchColumns(part, ei, counts, sub, tally)
             at += k
         for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
             later.block.ctrl[C_DONE] = 0
@@ -539,9 +568,3 @@ class DevicePipeline:
 
 def _nothing() -> None:
     pass
-
-
-def _counts_only(counts: npt.NDArray[np.int64]) -> MatchOutput:
-    n = len(counts)
-    return MatchOutput(counts, np.zeros(n, np.int64), np.zeros(n + 1, np.int64),
-                       np.zeros((0, M), np.int32))

@@ -26,7 +26,7 @@ from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
-from ._host_columns import intern_ends, note_ext
+from ._host_columns import note_ext, stage
 from .kernels import TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
@@ -280,14 +280,14 @@ class DeviceUpdater:
         return stats
 
     # -- updates --------------------------------------------------------------------------
-    def _slots(self, batch: UpdateBatch, sx: npt.NDArray[np.int32],
-               sy: npt.NDArray[np.int32]) -> None:
-        """The slots of the batch's ends into ``sx`` and ``sy`` (new ids get new slots)."""
+    def stage(self, batch: UpdateBatch, inp: npt.NDArray[np.int32], at: int) -> None:
+        """The batch's raw updates into input rows ``inp`` (op, slot x, slot y, label) from
+        column ``at`` on, in one compiled pass; unseen ids get new slots."""
         n = len(batch)
         self.ids.reserve(2 * n)
         new_ext = np.empty(2 * n, np.int64)
-        k = int(intern_ends(self.ids.keys, self.ids.vals, self.ids.used, batch.op, batch.src,
-                            batch.dst, _VERTEX_OPS, self.n_slots, new_ext, sx, sy))
+        k = int(stage(self.ids.keys, self.ids.vals, self.ids.used, batch.op, batch.src,
+                      batch.dst, batch.label, _VERTEX_OPS, self.n_slots, new_ext, inp, at))
         if k:
             if self.n_slots + k > self._scap:
                 with self.stream:
@@ -299,10 +299,9 @@ class DeviceUpdater:
     def apply(self, batch: UpdateBatch) -> OpTable:
         """Resolve and install ``batch`` on the device; returns its primitive updates."""
         n = len(batch)
-        buf = np.empty(4 * n, np.int32)
-        self._slots(batch, buf[n:2 * n], buf[2 * n:3 * n])
-        buf[:n], buf[3 * n:] = batch.op, batch.label
-        return self.resume(buf, n)
+        buf = np.empty((4, n), np.int32)
+        self.stage(batch, buf, 0)
+        return self.resume(buf.ravel(), n)
 
     def resume(self, buf: npt.NDArray[np.int32], n: int, i: int = 0, n_out: int = 0,
                relayout: bool = True) -> OpTable:
@@ -521,12 +520,16 @@ class DeviceGraphView:
 
     def note(self, ops: OpTable) -> None:
         """Keep the external ids of the vertices ``ops`` names (listings map rows back)."""
+        note_ext(self.ext_room(), ops.a, ops.src, ops.b, ops.dst)
+
+    def ext_room(self) -> npt.NDArray[np.int64]:
+        """:attr:`vext`, grown to every vertex the device has made so far."""
         nv = self.num_vertices
         if nv > len(self.vext):
             grown = np.zeros(max(nv, 2 * len(self.vext)), np.int64)
             grown[: len(self.vext)] = self.vext
             self.vext = grown
-        note_ext(self.vext, ops.a, ops.src, ops.b, ops.dst)
+        return self.vext
 
     def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
                                    npt.NDArray[np.int32]]:

@@ -5,25 +5,75 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.cuda._host_columns import intern_ends, note_ext, read_ops
+from gpu._result_columns import result_columns
+from gpu.cuda._host_columns import intern_ends, note_ext, read_batch, stage
+from gpu.graph import IdMap
 
 
-def test_read_ops_equals_the_numpy_reading() -> None:
-    rng = np.random.default_rng(3)
-    cap, lo, n = 64, 11, 37
+def _block(rng: np.random.Generator, cap: int) -> np.ndarray:
+    """A control block's output rows: a, b, label, tick, status, reason."""
     out = rng.integers(-1, 1000, (6, cap)).astype(np.int64)
     out[4] = rng.integers(0, 3, cap)   # statuses
-    op = rng.integers(0, 2, n).astype(np.int8)
-    src = rng.integers(0, 1 << 40, n).astype(np.int64)
-    dst = rng.integers(0, 1 << 40, n).astype(np.int64)
-    got, applied = read_ops(out, lo, n, op, src, dst)
-    c = out[:, lo:lo + n]
-    want = (np.arange(n, dtype=np.int32), op, c[0].astype(np.int32), c[1].astype(np.int32),
-            src, dst, c[2].astype(np.int32), c[3], c[4].astype(np.int8), c[5].astype(np.int8))
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and np.array_equal(g, w)
-    assert applied == np.count_nonzero(c[4] == 0)
-    assert not np.shares_memory(got[1], op) and not np.shares_memory(got[4], src)
+    return out
+
+
+def test_read_batch_equals_the_separate_readings() -> None:
+    """Columns, applied indices, signed scaled counts, tally and external ids as the
+    numpy reading, applied_edges, result_columns and note_ext gave them."""
+    from gpu.graph._host import OpTable
+
+    rng = np.random.default_rng(3)
+    cap, lo, at = 64, 11, 7
+    for n, nq in ((37, 2), (1, 1), (0, 3)):
+        out = _block(rng, cap)
+        op = rng.integers(0, 2, n).astype(np.int8)
+        src = rng.integers(0, 1 << 40, n).astype(np.int64)
+        dst = rng.integers(0, 1 << 40, n).astype(np.int64)
+        ctrl = rng.integers(0, 50, at + n * nq).astype(np.int64)
+        scale = np.array([rng.integers(1, 5, nq), rng.integers(1, 3, nq)], np.int64)
+        vext = np.zeros(1000, np.int64)
+        cols, ei, counts, sub, tally = read_batch(out, ctrl, lo, at, op, src, dst, scale[0],
+                                                  scale[1], vext)
+        c = out[:, lo:lo + n]
+        want = (np.arange(n, dtype=np.int32), op, c[0].astype(np.int32),
+                c[1].astype(np.int32), src, dst, c[2].astype(np.int32), c[3],
+                c[4].astype(np.int8), c[5].astype(np.int8))
+        for g, w in zip(cols, want, strict=True):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
+        assert not np.shares_memory(cols[1], op) and not np.shares_memory(cols[4], src)
+        ops = OpTable(*want)
+        want_ei = ops.applied_edges()
+        assert np.array_equal(ei, want_ei)
+        w_counts, w_sub, w_tally = result_columns(
+            ops.raw, ops.status, ops.op, want_ei, ctrl[at:at + len(want_ei) * nq], scale[0],
+            scale[1])
+        assert np.array_equal(counts, w_counts) and np.array_equal(sub, w_sub)
+        assert np.array_equal(tally, w_tally)
+        w_ext = np.zeros(1000, np.int64)
+        note_ext(w_ext, ops.a, ops.src, ops.b, ops.dst)
+        assert np.array_equal(vext, w_ext)
+
+
+def test_stage_writes_the_rows_intern_ends_gives() -> None:
+    rng = np.random.default_rng(8)
+    n, cap, at = 120, 256, 30
+    op = rng.integers(0, 4, n).astype(np.int8)
+    src = rng.integers(0, 50, n).astype(np.int64) * 7919
+    dst = rng.integers(0, 50, n).astype(np.int64) * 7919
+    label = rng.integers(0, 9, n).astype(np.int32)
+    maps = [IdMap(16), IdMap(16)]
+    for m in maps:
+        m.reserve(2 * n)
+    inp = np.full((4, cap), -7, np.int32)
+    new_a, new_b = np.empty(2 * n, np.int64), np.empty(2 * n, np.int64)
+    k = stage(maps[0].keys, maps[0].vals, maps[0].used, op, src, dst, label, 2, 3, new_a,
+              inp, at)
+    sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
+    assert k == intern_ends(maps[1].keys, maps[1].vals, maps[1].used, op, src, dst, 2, 3,
+                            new_b, sx, sy)
+    assert np.array_equal(new_a[:k], new_b[:k])
+    assert np.array_equal(inp[:, at:at + n], np.array([op, sx, sy, label], np.int32))
+    assert (inp[:, :at] == -7).all() and (inp[:, at + n:] == -7).all()
 
 
 def test_note_ext_equals_the_numpy_scatter() -> None:
@@ -42,8 +92,6 @@ def test_note_ext_equals_the_numpy_scatter() -> None:
 
 
 def test_intern_ends_gives_slots_in_first_seen_order() -> None:
-    from gpu.graph import IdMap
-
     rng = np.random.default_rng(5)
     n = 300
     op = rng.integers(0, 4, n).astype(np.int8)   # 2, 3: vertex operations (no destination)
@@ -64,15 +112,16 @@ def test_intern_ends_gives_slots_in_first_seen_order() -> None:
 
 
 def test_applied_edges_equals_the_numpy_selection() -> None:
-    """OpTable.applied_edges (compiled) selects what the numpy mask did, for tables read
-    from a control block and for slices of one (the pipeline's per-batch rows)."""
+    """OpTable.applied_edges (compiled) selects what the numpy mask did, for tables and
+    for slices of one (the pipeline's per-batch rows)."""
     from gpu.graph._host import OpTable
 
     rng = np.random.default_rng(6)
     for n in (0, 1, 8, 300):
-        cols, _ = read_ops(rng.integers(-1, 3, (6, 512)).astype(np.int64), 5, n,
-                           rng.integers(0, 4, n).astype(np.int8), np.zeros(n, np.int64),
-                           np.zeros(n, np.int64))
+        cols, *_ = read_batch(_block(rng, 512), np.zeros(0, np.int64), 5, 0,
+                              rng.integers(0, 4, n).astype(np.int8), np.zeros(n, np.int64),
+                              np.zeros(n, np.int64), np.zeros(0, np.int64),
+                              np.ones(0, np.int64), np.zeros(1000, np.int64))
         ops = OpTable(*cols)
         want = np.flatnonzero((ops.op <= 1) & (ops.status == 0))
         got = ops.applied_edges()
