@@ -453,11 +453,11 @@ def warm_up(backend: str = "cpu") -> None:
     """Compile (or load from the on-disk cache) every kernel once, so no timing includes it
     (on the GPU also the out-of-core path: estimator and cache packer are CPU kernels)."""
     budgets = (0, 1) if backend == "gpu" else (0,)
+    tri = Query.build([(0, None), (1, None), (2, None)], [(0, 1, None), (1, 2, None),
+                                                           (0, 2, None)])
     for budget in budgets:
         eng = Engine(backend, options=ExecutorOptions(graph_budget_bytes=budget))
         eng.load_graph([], [], [1, 2], [2, 3], [0, 0])
-        tri = Query.build([(0, None), (1, None), (2, None)], [(0, 1, None), (1, 2, None),
-                                                               (0, 2, None)])
         eng.register(QuerySpec(tri, CountMode.SUBGRAPHS, list_matches=True), initial=True)
         eng.apply(UpdateBatch.build([0, 1, 2, 3], [UpdateOp.INSERT_EDGE, UpdateOp.DELETE_EDGE,
                                                    UpdateOp.INSERT_VERTEX,
@@ -466,3 +466,10 @@ def warm_up(backend: str = "cpu") -> None:
         eng.drain()
         eng.graph.compact()   # garbage collection: its first run would stall a live stream
         eng.apply(UpdateBatch.build([4], [UpdateOp.INSERT_EDGE], [1], [3], [0]))
+    if backend == "gpu":   # the device pipeline and its garbage collection in stream order
+        eng = Engine(backend, options=ExecutorOptions(device_graph=True))
+        eng.load_graph([], [], [1, 2], [2, 3], [0, 0])
+        eng.register(QuerySpec(tri, CountMode.SUBGRAPHS))
+        eng.apply(UpdateBatch.build([0], [UpdateOp.INSERT_EDGE], [1], [3], [0]))
+        eng.executor.graph.compact_in_stream().synchronize()  # type: ignore[attr-defined]
+        eng.apply(UpdateBatch.build([1], [UpdateOp.DELETE_EDGE], [1], [3], [0]))
