@@ -1,39 +1,111 @@
-"""Host profile of the device pipeline at b=1 (cProfile over 2,000 one-update batches,
-submitted and read one at a time): where the host's microseconds per batch go.
+"""Where the device pipeline's host time goes, and what makes its response-time tail.
+
+Each call on a batch's path is wrapped with a wall-clock timer (inclusive: a call's time
+includes its callees'), then batches are submitted and read one at a time (b = 1 and 64,
+triangles; b = 8, every query); then the response-time replay of gpu_bench.py runs at a
+few rates with counters of host-path recoveries, compactions and graph captures.
 
     python bench/profile_pipeline.py
 """
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _harness import engine  # noqa: E402
+from gpu_bench import _serve, _window  # noqa: E402
 
-from gpu import CountMode  # noqa: E402
-from streams import GenConfig, generate, iter_chunks  # noqa: E402
+from gpu import CountMode, _engine  # noqa: E402
+from gpu.cuda import _pipeline, _updater  # noqa: E402
+from streams import iter_chunks  # noqa: E402
+
+#: label -> [nanoseconds, calls]
+TIMES: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
+WRAPPED = [(_engine.Engine, "submit"), (_engine.Engine, "_finish"),
+           (_engine, "BatchStats"), (_engine, "BatchResult"), (_engine, "PendingBatch"),
+           (_pipeline.DevicePipeline, "submit"), (_pipeline.DevicePipeline, "_new_launch"),
+           (_pipeline.DevicePipeline, "_start"), (_pipeline.DevicePipeline, "_launch"),
+           (_pipeline.DevicePipeline, "take"), (_pipeline.DevicePipeline, "_finish"),
+           (_pipeline.DevicePipeline, "_read"), (_pipeline, "read_batch"),
+           (_pipeline.DevicePipeline, "_recover"), (_pipeline.DevicePipeline, "_graphs"),
+           (_pipeline.DevicePipeline, "_collect_garbage"),
+           (_pipeline.DevicePipeline, "_configure"), (_pipeline.DevicePipeline, "poll"),
+           (_updater.DeviceUpdater, "stage"), (_updater.DeviceUpdater, "compact"),
+           (_updater.DeviceUpdater, "compact_in_stream")]
+
+
+def _wrap(owner: Any, name: str) -> None:
+    fn: Callable[..., Any] = getattr(owner, name)
+    label = f"{getattr(owner, '__name__', '?').rsplit('.', 1)[-1]}.{name}"
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            rec = TIMES[label]
+            rec[0] += time.perf_counter_ns() - t
+            rec[1] += 1
+
+    setattr(owner, name, timed)
+
+
+def _report(title: str, batches: int) -> None:
+    print(f"== {title}: us per batch, inclusive (calls per batch)")
+    for label, (ns, calls) in sorted(TIMES.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {label:42s} {ns / batches / 1e3:8.1f}  ({calls / batches:.2f})")
+    TIMES.clear()
 
 
 def main() -> None:
-    ds = generate(GenConfig(vertices=20000, edges=100000, labels=8, queries=4, min_query=3,
-                            max_query=5, insert_ratio=0.45, delete_ratio=0.05, seed=7))
-    eng = engine("gpu", ds.initial, [q for _, q in ds.queries], CountMode.EMBEDDINGS, True)
-    chunks = list(iter_chunks(ds.stream, 1))[:2100]
-    for c in chunks[:100]:
-        eng.apply(c)
-    prof = cProfile.Profile()
-    prof.enable()
-    for c in chunks[100:]:
-        eng.submit(c).result()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    ds, qs, stream = _window(1_200_000, 60_000)
+    tri = [q for q in qs if q.n == 3]
+    for owner, name in WRAPPED:
+        _wrap(owner, name)
+    for b, queries in ((1, tri), (64, tri), (8, qs)):
+        eng = engine("gpu", ds.initial, queries, CountMode.EMBEDDINGS, True)
+        chunks = list(iter_chunks(stream.slice(0, 20_000), b))
+        for c in chunks[:30]:
+            eng.apply(c)
+        TIMES.clear()
+        n = min(len(chunks) - 30, 3000)
+        t = time.perf_counter()
+        for c in chunks[30:30 + n]:
+            p = eng.submit(c)
+            while not p.ready:
+                pass
+            p.result()
+        _report(f"one at a time, b={b}, {len(queries)} queries: "
+                f"{(time.perf_counter() - t) / n * 1e6:.1f} us a batch", n)
+    for rate, queries in ((1e4, tri), (1e5, tri), (3e5, tri), (1e5, qs)):
+        eng = engine("gpu", ds.initial, queries, CountMode.EMBEDDINGS, True)
+        n = int(min(60_000, max(2000, rate * 2.0)))
+        arr = np.cumsum(np.random.default_rng(1).exponential(1 / rate, n))
+        arr -= arr[0]
+        TIMES.clear()
+        rt = _serve(eng, stream.slice(0, n), arr, 64, 0.000125)
+        pipe = eng.executor._pipeline  # type: ignore[attr-defined]
+        ps = " / ".join(f"{x:.3f}" for x in np.percentile(rt, [50, 90, 99, 99.9, 100]) * 1e3)
+        print(f"== replay at {rate:,.0f}/s, {len(queries)} queries: {n / (arr[-1] + rt[-1]):,.0f}"
+              f"/s; p50 / p90 / p99 / p99.9 / max {ps} ms; launches {pipe.launches}, "
+              f"host-path recoveries {pipe.recoveries}, compactions {pipe.updater.compactions}")
+        for label in ("DevicePipeline._recover", "DevicePipeline._graphs",
+                      "DeviceUpdater.compact", "DeviceUpdater.compact_in_stream"):
+            if label in TIMES:
+                ns, calls = TIMES[label]
+                print(f"   {label}: {calls} calls, {ns / 1e6:.1f} ms")
+        TIMES.clear()
 
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ block (kernels/update.cu, kernels/match.cu):
 So batch k's matching runs beside the resolving of k+1 and the matching of the batches
 on the other lanes: at small b one batch's matching leaves most of the GPU idle. A lane's
 next batch resolves only after the lane's previous one has matched (its unit buffers are
-reused). Up to ``depth`` batches are in flight; reading a result needs no copy. Growth
-of device arrays or of the longest version re-captures the graphs before the next
-launch. A batch that stops on a full pool (or output, or vertex array) makes every later
-batch in flight skip; reading it finishes it on the host path (compaction or growth,
-resumed resolve, host-built units) and launches the skipped ones again, so results stay
-exact and in order.
+reused). Up to ``depth`` batches are in flight; reading a result needs no copy. Once the
+pool is half full, it is compacted on the updater's stream between two launches, after
+every lane's work so far (the host does not wait; two pools alternate, each with its
+captured graphs). Growth of other device arrays or of the longest version re-captures
+the graphs before the next launch. A batch that stops on a full pool (or output, or
+vertex array) makes every later batch in flight skip; reading it finishes it on the
+host path (compaction or growth, resumed resolve, host-built units) and launches the
+skipped ones again, so results stay exact and in order.
 """
 
 from __future__ import annotations

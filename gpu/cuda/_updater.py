@@ -349,7 +349,7 @@ class DeviceUpdater:
     def resolver_args(self) -> tuple[Any, ...]:
         """The resolver kernels' arguments after the batch's own (kernels/update.cu
         APPLY_ARGS): graph, updater state, output columns, meta, scratch. Valid until
-        :attr:`generation` changes."""
+        :attr:`generation` or :attr:`pool_flip` changes."""
         return (self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel,
                 self.off, self.len, self.cap, self.vbatch, self.vdeg, self.valive,
                 self.vslot, self.vext, self.vpub, self.slot_vid, self.slot_ext,
