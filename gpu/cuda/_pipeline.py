@@ -449,7 +449,8 @@ class DevicePipeline:
         in stream order before the next launch: the updater's stream waits for the work
         on every lane so far (it reads the old pool and the version words), then packs
         into the spare pool, twice as large where what stays would fill over a third of
-        it. The host does not wait, and the launches keep their captured graphs (the
+        it (two pools: twice the memory; without room for the second, collection is left
+        to the host path). The host does not wait, and the launches keep their captured graphs (the
         pools alternate); a batch that still meets a full pool takes the host path."""
         u = self.updater
         if not self.collect_garbage or (self._gc is not None and not self._gc.done):
@@ -460,7 +461,10 @@ class DevicePipeline:
         live = used - int(u.meta[M_GARBAGE])
         for lane in self._lanes:
             self.stream.wait_event(lane.stream.record())
-        self._gc = u.compact_in_stream(2 * cap if 3 * live > cap else 0)
+        try:
+            self._gc = u.compact_in_stream(2 * cap if 3 * live > cap else 0)
+        except self.cp.cuda.memory.OutOfMemoryError:   # no room for the second pool: the
+            self.collect_garbage = False                 # host path collects (full pool)
 
     def _launch(self, g: _Launch) -> None:
         s, lane = self.stream, g.block.lane

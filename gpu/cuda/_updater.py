@@ -382,13 +382,13 @@ class DeviceUpdater:
             self._alloc_pool(max(cap, 16))
             live = cp.zeros(1, cp.uint64)
             if nv:
-                self._pack(nv, new_off, old, np.int64(self.meta[M_WATERMARK]), live)
+                self._pack(nv, new_off, old, np.int64(self.meta[M_WATERMARK]), None, live)
             kept = int(live.get()[0])
         self.stream.synchronize()
         before = int(self.meta[M_POOL_USED])
         self.meta[M_POOL_USED] = total
         self.meta[M_GARBAGE] = total - kept
-        self._reclaimed += before - kept
+        self._reclaimed += before - total
         self.compactions += 1
 
     def compact_in_stream(self, capacity: int = 0) -> Any:
@@ -400,19 +400,22 @@ class DeviceUpdater:
         cp = self.cp
         cap = max(self._pcap, capacity)
         old = (self.key, self.elab, self.ct, self.dt)
+        fresh = self._spare is None or len(self._spare[0]) != cap
         with self.stream:
-            if self._spare is not None and len(self._spare[0]) == cap:
-                new = self._spare
-            else:
+            if fresh:   # a smaller spare's last reader ran on this stream: freed first
+                self._spare = None
                 new = tuple(cp.empty(cap, dt) for _, dt in self._POOL)
-                if cap > self._pcap or self._pools > 1:   # launches captured for the
-                    self.generation += 1                  # other flip read a freed pool
-                self._pools = 1 if cap > self._pcap else 2
+            else:
+                new = self._spare
             n = self._vcap   # vertices past meta's count have no entries
             ln = self.len.astype(cp.int64)
             ends = cp.cumsum(ln)
             live = cp.zeros(1, cp.uint64)
-            self._pack(n, ends - ln, old, np.int64(-1), live, new)
+            if fresh:   # allocated without a failure: launches captured for the other
+                if cap > self._pcap or self._pools > 1:   # flip would read a freed pool
+                    self.generation += 1
+                self._pools = 1 if cap > self._pcap else 2
+            self._pack(n, ends - ln, old, np.int64(0), self._tiles["gw"][_W_WM:], live, new)
             self._compacted((1,), (1,), (self._meta_ptr, ends[n - 1:], live))
             done = self.stream.record()
         self.key, self.elab, self.ct, self.dt = new
@@ -423,14 +426,14 @@ class DeviceUpdater:
         return done
 
     def _pack(self, nv: int, new_off: Any, old: tuple[Any, ...], watermark: np.int64,
-              live: Any, new: tuple[Any, ...] | None = None) -> None:
+              wm_word: Any, live: Any, new: tuple[Any, ...] | None = None) -> None:
         """compact_pool: vertices 0..nv-1 from ``old`` into ``new`` (default: the current
-        pool) at ``new_off``."""
+        pool) at ``new_off``; the watermark is ``wm_word``'s (a device word) if given."""
         new = new or (self.key, self.elab, self.ct, self.dt)
         blocks = min(4096, (nv * 32 + 255) // 256)
         self._compact((blocks,), (256,), (
             np.int64(nv), new_off, *old, *new, self.off, self.len, self.cap, self.seg,
-            watermark, live, self._tiles["gw"][_W_WM:]))
+            watermark, live, np.uint64(0) if wm_word is None else wm_word))
 
     # -- reads for checks -----------------------------------------------------------------
     def versions(self) -> list[npt.NDArray[np.int64]]:

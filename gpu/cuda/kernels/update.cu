@@ -231,7 +231,7 @@ __device__ int new_vertex(const Dev& g, int slot, int label, State& s, int lane)
         g.slot_vid[slot] = v;
     }
     __syncwarp();
-    return v;   // its word is still 0 (an empty version): nothing to publish yet
+    return v;   // its word still has length 0 (an empty version): nothing to publish yet
 }
 
 // End the alive edge a-b (entry e in a's version) at a new tick.
@@ -1282,17 +1282,19 @@ extern "C" __global__ void collect_step(long long* ctrl, const unsigned long lon
 // Compaction (nothing in flight): copy every vertex's live entries (dt > watermark) into a
 // fresh pool at new_off (an exclusive prefix sum of the current lengths), one warp per
 // vertex, and publish the new words. The old pool is freed by the caller afterwards, or
-// kept as the next compaction's target. watermark < 0: the one the last resolve used
-// (a compaction in stream order after every match lane's work: the pipeline's), from its
-// copy in device memory (`wm_word`, the grid's W_WM; meta is mapped host memory, and a
-// read per block would cross PCIe thousands of times).
+// kept as the next compaction's target. With `wm_word` (not null) the watermark is the one
+// the last resolve used (a compaction in stream order after every match lane's work: the
+// pipeline's), from its copy in device memory (the grid's W_WM; meta is mapped host
+// memory, and a read per block would cross PCIe thousands of times). A version keeps only
+// its live entries as capacity: the rest of its old length is dead space until the next
+// compaction (counted as garbage once, by compact_done).
 extern "C" __global__ void compact_pool(
     long long nv, const long long* new_off,
     const long long* key, const int* elab, const long long* ct, const long long* dt,
     long long* nkey, int* nelab, long long* nct, long long* ndt,
     long long* off, int* len, int* cap, long long* seg, long long watermark,
     unsigned long long* live, const long long* wm_word) {
-    if (watermark < 0) watermark = *wm_word;
+    if (wm_word != nullptr) watermark = *wm_word;
     int lane = threadIdx.x & 31;
     long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
@@ -1310,7 +1312,7 @@ extern "C" __global__ void compact_pool(
             m += __popc(mk);
         }
         if (lane == 0) {
-            off[v] = dst; len[v] = (int)m; cap[v] = (int)n;
+            off[v] = dst; len[v] = (int)m; cap[v] = (int)m;
             seg[v] = (dst << SEG_BITS) | m;
             atomicAdd(live, (unsigned long long)m);
         }
@@ -1318,11 +1320,11 @@ extern "C" __global__ void compact_pool(
 }
 
 // After a compaction in stream order: the pool's new fill (the sum of the old lengths,
-// `total`), what of it is dead, and what was reclaimed (meta words the host reads).
+// `total`), what of it is dead, and what was freed (meta words the host reads).
 extern "C" __global__ void compact_done(long long* meta, const long long* total,
                                         const unsigned long long* live) {
     long long before = meta[M_POOL_USED], kept = (long long)*live;
     meta[M_POOL_USED] = *total;
     meta[M_GARBAGE] = *total - kept;
-    meta[M_RECLAIMED] += before - kept;
+    meta[M_RECLAIMED] += before - *total;
 }
