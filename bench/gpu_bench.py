@@ -132,7 +132,8 @@ def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
             f"{cfg.labels}, queries={cfg.queries}, query sizes {cfg.min_query}-"
             f"{cfg.max_query}, insert_ratio=0.45, delete_ratio=0.05, seed=7)`; the first "
             f"{len(stream):,} updates of the stream, all queries standing, embeddings mode; "
-            "batches of b submitted with up to 8,192 updates (at least 4 batches) in flight. "
+            f"batches of b submitted with up to {IN_FLIGHT_UPDATES:,} updates (at least "
+            f"{PIPELINE} batches) in flight. "
             "Launches: device pipeline launches (batches submitted while it is busy share one).",
             "", "| b | seconds | updates/s | matches (+/-) | share of b=4096 | launches |",
             "|---|---|---|---|---|---|"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,7 @@ import numpy.typing as npt
 from ._executor import (
     Executor,
     ExecutorOptions,
+    IoStats,
     MatchOutput,
     MatchTasks,
     Ticket,
@@ -308,13 +309,12 @@ class Engine:
         if len(ei) and query_ids:
             self._readable(int(ops.tick[ei].min()))
             ps = self._plan_set()
-            order = list(self._queries)
-            cols = np.array([order.index(q) for q in query_ids], np.int64)
+            cols = np.array([self._standing.qids.index(q) for q in query_ids], np.int64)
             tasks = self._edge_tasks(ops, ei, ps, cols)
             out = self.executor.submit(self.graph, ps, tasks).wait()
-            scale = np.array([self._queries[q].scale for q in query_ids], np.int64)
-            counts = result_columns(ops.raw, ops.status, ops.op, ei, out.counts, scale[:, 0],
-                                    scale[:, 1])[0]
+            scale = self._standing.scale[:, cols]
+            counts = result_columns(ops.raw, ops.status, ops.op, ei, out.counts, scale[0],
+                                    scale[1])[0]
             listings = self._listings(ops, ei, query_ids, specs, out)
         return BatchResult(ops=ops, seq=past.seq, sub=past.sub, request_op=past.request_op,
                            query_ids=query_ids, counts=counts, listings=listings,
@@ -333,7 +333,7 @@ class Engine:
     def _finish(self, p: PendingBatch) -> BatchResult:
         if p.ops is None:   # the device pipeline resolved it and built its columns
             return self._finish_pipelined(p)
-        out = p.ticket.wait() if p.ticket is not None else None
+        out = cast(Ticket, p.ticket).wait() if p.ticket is not None else None
         ops, ei, qids = p.ops, p.ei, p.qids
         assert ei is not None
         listings = {q: Listing.empty(s.query.n) for q, s in p.specs.items() if s.list_matches}
@@ -348,31 +348,19 @@ class Engine:
         raw = ops.raw
         counts, sub, tally = result_columns(raw, ops.status, ops.op, ei, flat, p.scale[0],
                                             p.scale[1])
-        a, i, r, pos, neg = tally.tolist()
-        stats = BatchStats(
-            updates=len(p.batch), edge_updates=len(ei), applied=a, ignored=i, rejected=r,
-            positive=pos, negative=neg,
-            resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1, tasks=p.ntasks,
-            host_bytes=io.host_bytes if io else 0, cache_hits=io.cache_hits if io else 0,
-            cache_misses=io.cache_misses if io else 0)
         return BatchResult(ops=ops, seq=p.batch.seq[raw], sub=sub, request_op=p.batch.op[raw],
                            query_ids=qids, counts=counts,
-                           listings=listings, stats=stats)
+                           listings=listings, stats=_stats(p, tally, t2, io))
 
     def _finish_pipelined(self, p: PendingBatch) -> BatchResult:
         """A device pipeline batch: edge updates only (one primitive update each, in raw
         order, so seq and request_op are the batch's own), no listings."""
-        r = p.ticket.wait()  # type: ignore[union-attr]
-        p.ops, p.ei = r.ops, r.applied   # type: ignore[union-attr]
+        r = cast("BatchTicket", p.ticket).wait()
+        p.ops, p.ei = r.ops, r.applied
         p.ntasks = len(p.ei) * len(p.qids)
-        a, i, rj, pos, neg = r.tally.tolist()  # type: ignore[union-attr]
-        stats = BatchStats(
-            updates=len(p.batch), edge_updates=len(p.ei), applied=a, ignored=i, rejected=rj,
-            positive=pos, negative=neg, resolve_seconds=p.t1 - p.t0,
-            match_seconds=time.perf_counter() - p.t1, tasks=p.ntasks)
-        return BatchResult(ops=p.ops, seq=p.batch.seq, sub=r.sub,  # type: ignore[union-attr]
-                           request_op=p.batch.op, query_ids=p.qids,
-                           counts=r.counts, listings={}, stats=stats)  # type: ignore[union-attr]
+        return BatchResult(ops=r.ops, seq=p.batch.seq, sub=r.sub, request_op=p.batch.op,
+                           query_ids=p.qids, counts=r.counts, listings={},
+                           stats=_stats(p, r.tally, time.perf_counter()))
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
                     cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
@@ -440,6 +428,19 @@ class PendingBatch:
         if self._result is None:
             self._result = self._engine._finish(self)
         return self._result
+
+
+def _stats(p: PendingBatch, tally: npt.NDArray[np.int64], t2: float,
+           io: IoStats | None = None) -> BatchStats:
+    """A finished batch's stats: its tally (applied, ignored, rejected, created, destroyed),
+    times from submit (t0, t1) to ``t2``, and out-of-core traffic."""
+    assert p.ei is not None
+    a, i, r, pos, neg = tally.tolist()
+    return BatchStats(
+        updates=len(p.batch), edge_updates=len(p.ei), applied=a, ignored=i, rejected=r,
+        positive=pos, negative=neg, resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1,
+        tasks=p.ntasks, host_bytes=io.host_bytes if io else 0,
+        cache_hits=io.cache_hits if io else 0, cache_misses=io.cache_misses if io else 0)
 
 
 def _empty_ops(n: int = 0) -> OpTable:

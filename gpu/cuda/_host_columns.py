@@ -11,7 +11,7 @@ import numpy as np
 
 from ..graph._idmap import slot_of
 
-__all__ = ["intern_ends", "note_ext", "read_batch", "stage"]
+__all__ = ["intern_ends", "note_ext", "read_batch", "stage_rows"]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -40,8 +40,8 @@ def intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext,
 
 
 @nb.njit(cache=True, nogil=True)
-def stage(keys, vals, used, op, src, dst, label, first_vertex_op, count, new_ext, inp,
-          at):  # type: ignore[no-untyped-def]
+def stage_rows(keys, vals, used, op, src, dst, label, first_vertex_op, count, new_ext,
+               inp, at):  # type: ignore[no-untyped-def]
     """A batch's raw updates into a control block's input rows ``inp`` (op, slot x, slot y,
     label) from column ``at`` on, its ends interned as :func:`intern_ends` does. Returns how
     many ids are new."""
@@ -62,8 +62,9 @@ def read_batch(out, counts, lo, at, op, src, dst, num, den, vext):  # type: igno
     counts from ``counts[at]`` on, one per applied update and query, times num // den, +
     for an insertion, - for a deletion), each update's index within its raw update (0),
     the tally (applied, ignored, rejected, matches created, destroyed), and the external
-    ids of the vertices it names into ``vext``. (:func:`read_ops`, ``applied_edges``,
-    ``result_columns`` and :func:`note_ext` were four calls of about 5-13 us each.)"""
+    ids of the vertices it names into ``vext``: what ``OpTable.applied_edges``,
+    ``result_columns`` and :func:`note_ext` give, in one call instead of four (a
+    control-block read among them) of about 3-13 us each."""
     n, nq = len(op), len(num)
     raw = np.empty(n, np.int32)
     o_op = np.empty(n, np.int8)

@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from .._executor import edge_tasks
 from .._result_columns import result_columns
-from .._types import MAX_QUERY_VERTICES, UpdateBatch
+from .._types import UpdateBatch
 from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
@@ -63,7 +63,6 @@ _NO_HOLD = np.iinfo(np.int64).max
 _FREE_LANE = 1 << 62   # a lane's tick word while nothing of it is in flight
 #: batch capacity set up at registration (a larger batch drains and sets up again)
 _FIRST_CAP = 4096
-M = MAX_QUERY_VERTICES
 
 
 class BatchColumns(NamedTuple):
@@ -89,8 +88,8 @@ class BatchTicket:
 
     def kernel_seconds(self) -> list[float]:
         """Device seconds of apply_step, build_units, match_step, collect_step of its
-        launch (a timed pipeline's tickets only: the four run one after the other on the
-        updater's stream)."""
+        launch (a timed pipeline's tickets only: the four run one after the other, the
+        first two on the updater's stream, the others on the lane's)."""
         self.sync()
         cp, m = self.pipe.cp, self.launch.marks
         return [cp.cuda.get_elapsed_time(m[i], m[i + 1]) / 1e3 for i in range(len(m) - 1)]
@@ -449,9 +448,9 @@ class DevicePipeline:
         in stream order before the next launch: the updater's stream waits for the work
         on every lane so far (it reads the old pool and the version words), then packs
         into the spare pool, twice as large where what stays would fill over a third of
-        it (two pools: twice the memory; without room for the second, collection is left
-        to the host path). The host does not wait, and the launches keep their captured graphs (the
-        pools alternate); a batch that still meets a full pool takes the host path."""
+        it. The host does not wait, and the launches keep their captured graphs (the
+        pools alternate). Two pools take twice the memory: without room for the second,
+        collection is left to the host path (a batch that meets a full pool)."""
         u = self.updater
         if not self.collect_garbage or (self._gc is not None and not self._gc.done):
             return

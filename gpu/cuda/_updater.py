@@ -7,9 +7,9 @@ the host updater (``HostGraph.apply`` in copy-on-write mode): the same statuses,
 ids, ticks and visible version contents. The pool, the per-vertex words and labels are
 laid out as :class:`DeviceGraph` lays them out, so the matching kernel reads either.
 
-This is the first stage of the device-resident pipeline: one launch per batch, results
-read back per batch. The persistent kernel will run the same resolver as its updater
-warp, fed from a mapped ring.
+The device pipeline (``_pipeline.py``) runs the same resolver in its captured launches
+(``apply_step``) and compacts the pool in stream order (:meth:`compact_in_stream`); this
+class's own :meth:`apply` is one synchronous launch per batch (the host path).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
-from ._host_columns import note_ext, stage
+from ._host_columns import note_ext, stage_rows
 from .kernels import TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
@@ -286,8 +286,8 @@ class DeviceUpdater:
         n = len(batch)
         self.ids.reserve(2 * n)
         new_ext = np.empty(2 * n, np.int64)
-        k = int(stage(self.ids.keys, self.ids.vals, self.ids.used, batch.op, batch.src,
-                      batch.dst, batch.label, _VERTEX_OPS, self.n_slots, new_ext, inp, at))
+        k = int(stage_rows(self.ids.keys, self.ids.vals, self.ids.used, batch.op, batch.src,
+                           batch.dst, batch.label, _VERTEX_OPS, self.n_slots, new_ext, inp, at))
         if k:
             if self.n_slots + k > self._scap:
                 with self.stream:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu._result_columns import result_columns
-from gpu.cuda._host_columns import intern_ends, note_ext, read_batch, stage
+from gpu.cuda._host_columns import intern_ends, note_ext, read_batch, stage_rows
 from gpu.graph import IdMap
 
 
@@ -54,7 +54,7 @@ def test_read_batch_equals_the_separate_readings() -> None:
         assert np.array_equal(vext, w_ext)
 
 
-def test_stage_writes_the_rows_intern_ends_gives() -> None:
+def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
     rng = np.random.default_rng(8)
     n, cap, at = 120, 256, 30
     op = rng.integers(0, 4, n).astype(np.int8)
@@ -66,7 +66,7 @@ def test_stage_writes_the_rows_intern_ends_gives() -> None:
         m.reserve(2 * n)
     inp = np.full((4, cap), -7, np.int32)
     new_a, new_b = np.empty(2 * n, np.int64), np.empty(2 * n, np.int64)
-    k = stage(maps[0].keys, maps[0].vals, maps[0].used, op, src, dst, label, 2, 3, new_a,
+    k = stage_rows(maps[0].keys, maps[0].vals, maps[0].used, op, src, dst, label, 2, 3, new_a,
               inp, at)
     sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
     assert k == intern_ends(maps[1].keys, maps[1].vals, maps[1].used, op, src, dst, 2, 3,
