@@ -5,7 +5,11 @@ includes its callees'), then batches are submitted and read one at a time (b = 1
 triangles; b = 8, every query); then the response-time replay of gpu_bench.py runs at a
 few rates with counters of host-path recoveries, compactions and graph captures.
 
-    python bench/profile_pipeline.py
+    python bench/profile_pipeline.py [--enron DIR]
+
+With ``--enron`` it profiles the Enron reference runs instead (issue 16's per-query
+table): queries 0, 1 and 5, insertions, the whole stream as one batch and b=64, the
+wrapped calls of the second fresh engine and the device seconds of each launch step.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import engine  # noqa: E402
+from _harness import engine, time_run  # noqa: E402
 from gpu_bench import _serve, _window  # noqa: E402
 
 from gpu import CountMode, _engine  # noqa: E402
 from gpu.cuda import _pipeline, _updater  # noqa: E402
-from streams import iter_chunks  # noqa: E402
+from streams import iter_chunks, read_graph, read_query, read_stream  # noqa: E402
 
 #: label -> [nanoseconds, calls]
 TIMES: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -68,11 +72,39 @@ def _report(title: str, batches: int) -> None:
     TIMES.clear()
 
 
+def enron(d: Path) -> None:
+    """Where an Enron run's time goes: wall seconds, wrapped host calls, device steps."""
+    graph, stream = read_graph(d / "initial_graph.graph"), read_stream(d / "insertion_graph.graph")
+    for i in (0, 1, 5):
+        q = read_query(d / f"query_graph-{i}.graph")
+        for b in (len(stream), 64):
+            time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)   # warm
+            TIMES.clear()
+            t, p, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)
+            _report(f"Enron q{i} insert, b={b}: {t * 1e3:.2f} ms, +{p:,}", 1)
+            eng = engine("gpu", graph, [q], CountMode.EMBEDDINGS, True)
+            pipe = eng.executor._pipeline  # type: ignore[attr-defined]
+            pipe.timed = True
+            ks = np.zeros(4)
+            tickets = [eng.submit(c) for c in iter_chunks(stream, b)]
+            launches = {id(p.ticket.launch): p.ticket for p in tickets}
+            for p in tickets:
+                p.result()
+            for tk in launches.values():
+                ks += np.array(tk.kernel_seconds())
+            print(f"   device, timed launches ({len(launches)}): apply / units / match / "
+                  "collect " + " / ".join(f"{x * 1e3:.2f}" for x in ks) + " ms; "
+                  f"compactions {pipe.updater.compactions}, recoveries {pipe.recoveries}")
+
+
 def main() -> None:
-    ds, qs, stream = _window(1_200_000, 60_000)
-    tri = [q for q in qs if q.n == 3]
     for owner, name in WRAPPED:
         _wrap(owner, name)
+    if len(sys.argv) == 3 and sys.argv[1] == "--enron":
+        enron(Path(sys.argv[2]))
+        return
+    ds, qs, stream = _window(1_200_000, 60_000)
+    tri = [q for q in qs if q.n == 3]
     for b, queries in ((1, tri), (64, tri), (8, qs)):
         eng = engine("gpu", ds.initial, queries, CountMode.EMBEDDINGS, True)
         chunks = list(iter_chunks(stream.slice(0, 20_000), b))

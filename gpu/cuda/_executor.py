@@ -44,7 +44,7 @@ from ..ooc._cache import DeviceCache, Loaded, by_value, fit
 from ..ooc._estimate import Estimate, WalkConfig, estimate_reads
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import DeviceGraph
-from ._pipeline import BatchTicket, DevicePipeline
+from ._pipeline import BatchTicket, DevicePipeline, SplitTicket
 from ._updater import DeviceGraphView, DeviceUpdater
 from .kernels import QUEUE_COUNTERS, WARPS_PER_BLOCK, cupy_or_raise, kernel, sm_count
 
@@ -224,7 +224,7 @@ class GpuExecutor:
             self._pipeline.prepare(plans)
 
     def submit_batch(self, batch: UpdateBatch, plans: PlanSet,
-                     scale: npt.NDArray[np.int64]) -> BatchTicket:
+                     scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket:
         """Resolve and match a raw batch of edge updates on the device (count mode, one
         task per applied edge update and query of ``plans``, counts times num // den of
         ``scale``'s two rows); returns at once."""

@@ -50,19 +50,24 @@ from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 if TYPE_CHECKING:
     from ._executor import GpuExecutor
 
-__all__ = ["BatchColumns", "BatchTicket", "DevicePipeline"]
+__all__ = ["BatchColumns", "BatchTicket", "DevicePipeline", "SplitTicket"]
 
 # control block words and device words: must equal kernels/update.cu
 (C_N, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS, C_TICK0,
- C_TICK1, C_MAXLEN, C_DONE) = range(13)
+ C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1) = range(15)
 C_HDR = 16
 D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_SIZE = range(5)
 SKIPPED = 4
 _OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
 _NO_HOLD = np.iinfo(np.int64).max
 _FREE_LANE = 1 << 62   # a lane's tick word while nothing of it is in flight
-#: batch capacity set up at registration (a larger batch drains and sets up again)
-_FIRST_CAP = 4096
+#: updates a launch holds (set up at registration): a larger batch is split into
+#: consecutive launches, read back as one (so resolving part k+1 overlaps matching part k,
+#: and no batch size makes the pipeline drain and allocate again)
+LAUNCH_CAP = 4096
+#: at most this share of the free device memory goes to the two pools when one grows
+#: ahead of a launch (beyond it, a launch that meets a full pool takes the host path)
+_POOL_SHARE = 0.25
 
 
 class BatchColumns(NamedTuple):
@@ -112,6 +117,49 @@ class BatchTicket:
         if self.result is None:
             self.pipe.take(self)
         assert self.result is not None
+        return self.result
+
+
+class SplitTicket:
+    """A batch larger than a launch: consecutive parts, each a ticket of its own launch,
+    read back as one batch (results never depend on how a stream is cut into batches)."""
+
+    def __init__(self, batch: UpdateBatch, parts: list[BatchTicket]) -> None:
+        self.batch, self.parts = batch, parts
+        self.result: BatchColumns | None = None
+
+    @property
+    def launch(self) -> _Launch:
+        return self.parts[-1].launch
+
+    def kernel_seconds(self) -> list[float]:
+        """Summed over its launches (a timed pipeline's tickets only)."""
+        return [float(x) for x in np.sum([p.kernel_seconds() for p in self.parts], axis=0)]
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    @property
+    def ready(self) -> bool:
+        return self.result is not None or self.parts[-1].ready
+
+    def sync(self) -> None:
+        self.parts[-1].sync()   # covers every launch before its own
+
+    def wait(self) -> BatchColumns:
+        if self.result is None:
+            cols = [p.wait() for p in self.parts]
+            at = np.cumsum([0] + [len(p.batch) for p in self.parts])
+            ops = OpTable(**{f.name: np.concatenate(
+                [getattr(c.ops, f.name) + (int(o) if f.name == "raw" else 0)
+                 for c, o in zip(cols, at, strict=False)]).astype(
+                    getattr(cols[0].ops, f.name).dtype, copy=False)
+                for f in dataclasses.fields(OpTable)})
+            self.result = BatchColumns(
+                ops, np.concatenate([c.applied + o for c, o in zip(cols, at, strict=False)]),
+                np.concatenate([c.counts for c in cols]), np.concatenate([c.sub for c in cols]),
+                np.sum([c.tally for c in cols], axis=0))
         return self.result
 
 
@@ -203,6 +251,9 @@ class DevicePipeline:
         #: meets a full pool collects, on the host path)
         self.collect_garbage = True
         self._gc: Any = None   # the event after the last stream-ordered compaction
+        #: pool entries per update that the last launches read took (their resolves)
+        self._took: deque[float] = deque(maxlen=8)
+        self._ahead = 0   # updates of the batch being split into launches
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
@@ -216,7 +267,7 @@ class DevicePipeline:
     def prepare(self, plans: PlanSet) -> None:
         """Allocate for ``plans`` now (query registration), not in the first batch."""
         with self._lock:
-            self._configure(plans, _FIRST_CAP)
+            self._configure(plans, LAUNCH_CAP)
 
     def _configure(self, plans: PlanSet, n: int) -> None:
         """Buffers for ``plans`` and batches of ``n``; drains first if they change."""
@@ -225,7 +276,7 @@ class DevicePipeline:
             return
         self.drain()
         cp = self.cp
-        cap = max(self._cap, _FIRST_CAP)
+        cap = max(self._cap, LAUNCH_CAP)
         while cap < n:
             cap *= 2
         self._cap, self._plans, self._nq = cap, plans, nq
@@ -338,29 +389,42 @@ class DevicePipeline:
 
     # -- batches ------------------------------------------------------------------------
     def submit(self, batch: UpdateBatch, plans: PlanSet,
-               scale: npt.NDArray[np.int64]) -> BatchTicket:
+               scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket:
         """Enqueue ``batch`` (edge updates only); returns at once. While ``busy_launches``
         launches are still running on the device, batches gather into the next launch
         (group commit): the updater's stream and the host pay per launch, not per batch.
+        A batch larger than a launch goes in consecutive launches (:class:`SplitTicket`).
         ``scale``: each query's num and den (two contiguous int64 rows)."""
-        n = len(batch)
         with self._lock:
             self._check()
-            self._configure(plans, n)
-            g = self._open
-            if g is not None and g.n + n > self._cap:
-                self._start(g)
-                g = None
-            if g is None:
-                g = self._open = self._new_launch()
-            o = g.n
-            self.updater.stage(batch, g.block.inp, o)
-            g.n += n
-            ticket = BatchTicket(self, g, batch, o, scale)
-            g.tickets.append(ticket)
-            if not self._busy():
-                self._start(g)
-            return ticket
+            self._configure(plans, min(len(batch), LAUNCH_CAP))
+            cap = self._cap
+            if len(batch) <= cap:
+                return self._submit(batch, scale)
+            self._ahead = len(batch)   # what a pool grown for its first part must hold
+            try:
+                return SplitTicket(batch, [self._submit(batch.slice(lo, lo + cap), scale)
+                                           for lo in range(0, len(batch), cap)])
+            finally:
+                self._ahead = 0
+
+    def _submit(self, batch: UpdateBatch, scale: npt.NDArray[np.int64]) -> BatchTicket:
+        """One batch of at most a launch's capacity into the open launch (under the lock)."""
+        n = len(batch)
+        g = self._open
+        if g is not None and g.n + n > self._cap:
+            self._start(g)
+            g = None
+        if g is None:
+            g = self._open = self._new_launch()
+        o = g.n
+        self.updater.stage(batch, g.block.inp, o)
+        g.n += n
+        ticket = BatchTicket(self, g, batch, o, scale)
+        g.tickets.append(ticket)
+        if not self._busy():
+            self._start(g)
+        return ticket
 
     def _new_launch(self) -> _Launch:
         block = self._blocks[self._next]
@@ -436,32 +500,64 @@ class DevicePipeline:
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
         try:
-            self._collect_garbage()
+            self._collect_garbage(g)
             self._launch(g)
         except BaseException as exc:   # its batches (and maybe the device) are in doubt:
             self._broken = exc         # every later call says so instead of waiting
             raise
         self._flight.append(g)
 
-    def _collect_garbage(self) -> None:
-        """Once the pool is half full (as the last finished resolve left it), compact it
-        in stream order before the next launch: the updater's stream waits for the work
-        on every lane so far (it reads the old pool and the version words), then packs
-        into the spare pool, twice as large where what stays would fill over a third of
-        it. The host does not wait, and the launches keep their captured graphs (the
-        pools alternate). Two pools take twice the memory: without room for the second,
-        collection is left to the host path (a batch that meets a full pool)."""
+    def _need(self, n: int) -> int:
+        """Pool entries a launch of ``n`` updates may take. The bound: each tile of it
+        builds one new version per vertex it touches (their live entries, at most the
+        longest version each and all of them together, plus two new entries an update);
+        once launches have been read, at most 1.25 times the most a recent one took per
+        update (the bound is far above it on hub graphs, where every tile copies the
+        hubs but a tile's versions share them)."""
+        u = self.updater
+        live = int(u.meta[M_POOL_USED]) - int(u.meta[M_GARBAGE])
+        per_tile = min(live, 2 * min(n, TILE) * int(u.meta[M_MAXLEN]))
+        bound = -(-n // TILE) * per_tile + 2 * n
+        if not self._took:   # no launch read yet: the bound
+            return bound
+        return min(bound, int(1.25 * max(self._took) * n) + 2 * n)   # the recent rate
+
+    def _collect_garbage(self, g: _Launch) -> None:
+        """Before launch ``g``: compact the pool in stream order once it is half full (as
+        the last finished resolve left it) or, for a part of a batch split into launches,
+        too full for what ``g`` may take. Launches of small batches, gathered or not, fit
+        a half-full pool (measured: checking them too compacted more often, and each
+        compaction stops the overlap of resolving and matching). The updater's stream
+        waits for the work on every lane so far (it reads the old pool and the version
+        words), then packs into the spare pool, doubled until it holds three times what
+        stays, and what stays plus what the running launches and ``g`` may take
+        (:meth:`_need`; for a split batch, all its parts). The host does not wait, and
+        the launches keep their captured graphs (the pools alternate). Two pools take
+        twice the memory: the pool grows only within a share of the free device memory,
+        and without room for the second pool collection is left to the host path (a
+        batch that meets a full pool)."""
         u = self.updater
         if not self.collect_garbage or (self._gc is not None and not self._gc.done):
             return
         used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
-        if 2 * used < cap:
+        if 2 * used < cap and (not self._ahead or used + self._need(g.n) <= cap):
             return
-        live = used - int(u.meta[M_GARBAGE])
+        running = [x.n for x in self._flight if x.on_device]
+        need = self._need(max(g.n, self._ahead)) + sum(self._need(k) for k in running)
+        live = used - int(u.meta[M_GARBAGE]) + 2 * sum(running)
+        grow = cap
+        while grow < 3 * live or grow < live + need:
+            grow *= 2
+        if grow > cap:
+            cp = self.cp
+            free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+            width = sum(np.dtype(dt).itemsize for _, dt in u._POOL)
+            while grow > cap and 2 * grow * width > _POOL_SHARE * free:
+                grow //= 2
         for lane in self._lanes:
             self.stream.wait_event(lane.stream.record())
         try:
-            self._gc = u.compact_in_stream(2 * cap if 3 * live > cap else 0)
+            self._gc = u.compact_in_stream(grow if grow > cap else 0)
         except self.cp.cuda.memory.OutOfMemoryError:   # no room for the second pool: the
             self.collect_garbage = False                 # host path collects (full pool)
 
@@ -525,6 +621,7 @@ class DevicePipeline:
         update and query, in row order), in one compiled pass a batch."""
         c, out = g.block.ctrl, g.block.out
         at = g.block.counts_at
+        self._took.append(max(0, int(c[C_POOL1]) - int(c[C_POOL0])) / max(g.n, 1))
         vext = self.view.ext_room()
         for t in g.tickets:
             b = t.batch

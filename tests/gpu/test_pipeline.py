@@ -171,3 +171,36 @@ def test_batches_gathered_into_one_launch_keep_their_own_results(seed: int) -> N
     for j in rng.permutation(len(chunks)):
         _same(expected[j], pending[j].result(), j)
     assert pipe.launches < len(chunks) // 2
+
+
+def test_a_batch_larger_than_a_launch_goes_in_parts_read_as_one() -> None:
+    """Batches of up to three launches' capacity on a hub stream: each is cut into
+    consecutive launches and read back (out of order) as one batch whose columns, counts
+    and stats equal the CPU engine's; the pool grows ahead of the parts, so none takes
+    the host path."""
+    from gpu.cuda._pipeline import LAUNCH_CAP, SplitTicket
+
+    stream = raw_stream(5, 4 * LAUNCH_CAP, 400, hub_every=3, vertex_ops=0.0)
+    rng = np.random.default_rng(5)
+    ids = (np.arange(400, dtype=np.int64) * 1_000_003) + (1 << 40)   # the stream's ids
+    src, dst = rng.choice(ids, 4000), rng.choice(ids, 4000)
+    keep = src != dst
+    cpu, gpu = Engine("cpu"), Engine("gpu", options=ExecutorOptions(device_graph=True))
+    for eng in (cpu, gpu):
+        eng.load_graph(ids, np.zeros(400, np.int32), src[keep], dst[keep],
+                       np.zeros(int(keep.sum()), np.int32))
+        for mode in MODES:
+            eng.register(QuerySpec(triangle(), mode))
+    cuts = [0, 1, 2 * LAUNCH_CAP + 2, 2 * LAUNCH_CAP + 9, len(stream)]
+    chunks = [stream.slice(a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
+    pending = [gpu.submit(c) for c in chunks]
+    assert isinstance(pending[1].ticket, SplitTicket) and len(pending[1].ticket.parts) == 3
+    got = {k: pending[k].result() for k in (3, 1, 0, 2)}
+    for k, c in enumerate(chunks):
+        want = cpu.apply(c)
+        _same(want, got[k], k)
+        assert np.array_equal(want.ops.raw, got[k].ops.raw), k
+        assert np.array_equal(want.sub, got[k].sub), k
+        for f in ("updates", "applied", "ignored", "rejected", "positive", "negative"):
+            assert getattr(want.stats, f) == getattr(got[k].stats, f), (k, f)
+    assert gpu.executor._pipeline.recoveries == 0   # type: ignore[attr-defined]

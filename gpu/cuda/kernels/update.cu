@@ -1110,7 +1110,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
 
 // control block words; must equal gpu/cuda/_pipeline.py
 enum { C_N = 0, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS,
-       C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_HDR = 16 };
+       C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1, C_HDR = 16 };
 // device words: match_step's unit counts and queue epoch, and the stall flag (a batch
 // that stopped on a full pool or output makes every later one skip, so none is resolved
 // out of order before the host has finished it)
@@ -1125,7 +1125,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     long long* ctrl, int* dims, int* in, long long in_cap, long long* lane_tick, int lane,
     int lanes, APPLY_ARGS) {
     __shared__ int skip;
-    __shared__ long long n, hold, tick0;
+    __shared__ long long n, hold, tick0, pool0;
     int t = threadIdx.x;
     if (t == 0) {
         skip = *(volatile int*)(dims + D_STALL);
@@ -1133,6 +1133,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
         tick0 = meta[M_TICK];
         hold = ctrl[C_HOLD];
         if (blockIdx.x == 0) {
+            pool0 = meta[M_POOL_USED];
             lane_tick[lane] = tick0;
             for (int l = 0; l < lanes; ++l) hold = min(hold, lane_tick[l] + 1);
         }
@@ -1155,6 +1156,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     if (t == 0 && blockIdx.x == 0) {
         ctrl[C_CODE] = code; ctrl[C_RESUME] = meta[M_RESUME]; ctrl[C_NOUT] = meta[M_NOUT];
         ctrl[C_TICK0] = tick0; ctrl[C_TICK1] = meta[M_TICK]; ctrl[C_MAXLEN] = meta[M_MAXLEN];
+        ctrl[C_POOL0] = pool0; ctrl[C_POOL1] = meta[M_POOL_USED];   // what it took of the pool
         if (code != DONE) dims[D_STALL] = 1;
     }
 }
