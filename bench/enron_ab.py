@@ -1,0 +1,35 @@
+"""Enron insertion runs of queries 0, 1 and 5 at b=64 and as one batch, minimum of 3 fresh
+engines each: a short A/B of two checkouts on one machine instance, where small-batch
+figures vary between instances (run it from each checkout in turn, several rounds).
+
+    CSM_BENCH_DEVICE_GRAPH=1 ENRON=.local-data/enron-labeled python bench/enron_ab.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _harness import time_run  # noqa: E402
+
+from gpu import CountMode  # noqa: E402
+from streams import read_graph, read_query, read_stream  # noqa: E402
+
+
+def main() -> None:
+    d = Path(os.environ.get("ENRON", ".local-data/enron-labeled"))
+    graph, stream = read_graph(d / "initial_graph.graph"), read_stream(d / "insertion_graph.graph")
+    for i in (0, 1, 5):
+        q = read_query(d / f"query_graph-{i}.graph")
+        for b in (64, len(stream)):
+            t, pos, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 3, b)
+            sys.stdout.write(f"query {i} b={b}: {t * 1e3:.2f} ms, +{pos:,}\n")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
