@@ -37,6 +37,22 @@ def _engines(ds, queries) -> tuple[Engine, Engine]:  # type: ignore[no-untyped-d
     return engines
 
 
+def _hub_engines(rng: np.random.Generator, n_ids: int, n_edges: int,
+                 modes: tuple[CountMode, ...]) -> tuple[Engine, Engine]:
+    """CPU and GPU engines (device-owned graph) on random edges over raw_stream's first
+    ``n_ids`` ids, a triangle standing in each of ``modes``."""
+    ids = (np.arange(n_ids, dtype=np.int64) * 1_000_003) + (1 << 40)   # the stream's ids
+    src, dst = rng.choice(ids, n_edges), rng.choice(ids, n_edges)
+    keep = src != dst
+    cpu, gpu = Engine("cpu"), Engine("gpu", options=ExecutorOptions(device_graph=True))
+    for eng in (cpu, gpu):
+        eng.load_graph(ids, np.zeros(n_ids, np.int32), src[keep], dst[keep],
+                       np.zeros(int(keep.sum()), np.int32))
+        for mode in modes:
+            eng.register(QuerySpec(triangle(), mode))
+    return cpu, gpu
+
+
 def _same(cpu: BatchResult, gpu: BatchResult, where: object) -> None:
     assert np.array_equal(cpu.counts, gpu.counts), where
     for col in ("status", "tick", "a", "b", "label", "reason"):
@@ -86,14 +102,7 @@ def test_garbage_is_collected_in_stream_order() -> None:
     meets a full pool, and the pool stays within a few times what is live."""
     stream = raw_stream(11, 12_000, 300, hub_every=5, vertex_ops=0.0)
     rng = np.random.default_rng(11)
-    ids = (np.arange(300, dtype=np.int64) * 1_000_003) + (1 << 40)   # the stream's ids
-    src, dst = rng.choice(ids, 3000), rng.choice(ids, 3000)
-    keep = src != dst
-    cpu, gpu = Engine("cpu"), Engine("gpu", options=ExecutorOptions(device_graph=True))
-    for eng in (cpu, gpu):
-        eng.load_graph(ids, np.zeros(300, np.int32), src[keep], dst[keep],
-                       np.zeros(int(keep.sum()), np.int32))
-        eng.register(QuerySpec(triangle(), CountMode.EMBEDDINGS))
+    cpu, gpu = _hub_engines(rng, 300, 3000, (CountMode.EMBEDDINGS,))
     chunks = _chunks(stream, rng, 16)
     expected = [cpu.apply(c) for c in chunks]
     pending = []
@@ -181,16 +190,7 @@ def test_a_batch_larger_than_a_launch_goes_in_parts_read_as_one() -> None:
     from gpu.cuda._pipeline import LAUNCH_CAP, SplitTicket
 
     stream = raw_stream(5, 4 * LAUNCH_CAP, 400, hub_every=3, vertex_ops=0.0)
-    rng = np.random.default_rng(5)
-    ids = (np.arange(400, dtype=np.int64) * 1_000_003) + (1 << 40)   # the stream's ids
-    src, dst = rng.choice(ids, 4000), rng.choice(ids, 4000)
-    keep = src != dst
-    cpu, gpu = Engine("cpu"), Engine("gpu", options=ExecutorOptions(device_graph=True))
-    for eng in (cpu, gpu):
-        eng.load_graph(ids, np.zeros(400, np.int32), src[keep], dst[keep],
-                       np.zeros(int(keep.sum()), np.int32))
-        for mode in MODES:
-            eng.register(QuerySpec(triangle(), mode))
+    cpu, gpu = _hub_engines(np.random.default_rng(5), 400, 4000, MODES)
     cuts = [0, 1, 2 * LAUNCH_CAP + 2, 2 * LAUNCH_CAP + 9, len(stream)]
     chunks = [stream.slice(a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
     pending = [gpu.submit(c) for c in chunks]
