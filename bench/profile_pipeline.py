@@ -94,7 +94,8 @@ def enron(d: Path) -> None:
                 ks += np.array(tk.kernel_seconds())
             print(f"   device, timed launches ({len(launches)}): apply / units / match / "
                   "collect " + " / ".join(f"{x * 1e3:.2f}" for x in ks) + " ms; "
-                  f"compactions {pipe.updater.compactions}, recoveries {pipe.recoveries}")
+                  f"compactions {pipe.updater.compactions}, recoveries {pipe.recoveries}, "
+                  f"graph captures {pipe.captures}, row stride {pipe._stride}")
 
 
 def main() -> None:

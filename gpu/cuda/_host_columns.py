@@ -11,7 +11,7 @@ import numpy as np
 
 from ..graph._idmap import slot_of
 
-__all__ = ["intern_ends", "note_ext", "read_batch", "stage_rows"]
+__all__ = ["insert_multiplicity", "intern_ends", "note_ext", "read_batch", "stage_rows"]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -52,6 +52,28 @@ def stage_rows(keys, vals, used, op, src, dst, label, first_vertex_op, count, ne
         inp[0, at + i] = op[i]
         inp[3, at + i] = label[i]
     return k
+
+
+@nb.njit(cache=True, nogil=True)
+def insert_multiplicity(inp, n):  # type: ignore[no-untyped-def]
+    """The most edge insertions among input rows ``inp[:, :n]`` (op, slot x, slot y) that
+    name one vertex: what a launch can add to one version, at most (the device pipeline
+    sizes match_step's rows by it; n, the launch's size, was the bound before)."""
+    ends = np.empty(2 * n, np.int32)
+    k = 0
+    for i in range(n):
+        if inp[0, i] == 0:   # UpdateOp.INSERT_EDGE
+            ends[k] = inp[1, i]
+            ends[k + 1] = inp[2, i]
+            k += 2
+    if k == 0:
+        return 0
+    e = np.sort(ends[:k])
+    most, run = 1, 1
+    for i in range(1, k):
+        run = run + 1 if e[i] == e[i - 1] else 1
+        most = max(most, run)
+    return most
 
 
 @nb.njit(cache=True, nogil=True)

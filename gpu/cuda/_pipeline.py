@@ -43,7 +43,7 @@ from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
-from ._host_columns import read_batch
+from ._host_columns import insert_multiplicity, read_batch
 from ._updater import DONE, M_GARBAGE, M_MAXLEN, M_POOL_USED, DeviceGraphView, DeviceUpdater
 from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 
@@ -170,6 +170,7 @@ class _Launch:
         self.block = block
         self.tickets: list[BatchTicket] = []
         self.n = 0            # raw updates so far
+        self.grow = 0         # the most it can add to one version (once launched)
         self.seq = 0          # its number, once launched (collect_step writes it last)
         self.event: Any = None    # after its collect_step, once launched
         self.marks: list[Any] = []
@@ -257,6 +258,7 @@ class DevicePipeline:
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
+        self.captures = 0   # blocks' graph pairs captured
 
     @property
     def in_flight(self) -> int:
@@ -335,6 +337,7 @@ class DevicePipeline:
                         parts.append(s.end_capture())
             if any(k[0] != key[0] or k[2:] != key[2:] for k in block.graphs):
                 block.graphs.clear()
+            self.captures += 1
             got = block.graphs[key] = (parts[0], parts[1])
         return got
 
@@ -489,16 +492,18 @@ class DevicePipeline:
         """Launch the gathered batches (the open launch)."""
         assert g is self._open
         self._open = None
-        n = g.n
-        # rows of match_step hold any version it may meet: the longest now, plus what the
-        # launches in flight and this one can add
-        bound = int(self.updater.meta[M_MAXLEN]) + n + sum(x.n for x in self._flight)
+        # rows of match_step hold what a version it may meet shows at its ticks: at most
+        # the longest version now, plus what the launches in flight and this one add to
+        # one vertex (its edge insertions naming that vertex; a launch's size before,
+        # which made the stride grow, and every block capture again, as launches gathered)
+        g.grow = int(insert_multiplicity(g.block.inp, g.n))
+        bound = int(self.updater.meta[M_MAXLEN]) + g.grow + sum(x.grow for x in self._flight)
         if bound + 1 > self._stride:
-            self._stride = (bound + max(64, bound // 4, 2 * n) + 31) // 32 * 32
+            self._stride = (bound + max(64, bound // 4, 2 * g.grow) + 31) // 32 * 32
         self._seq += 1
         g.seq = self._seq
         c = g.block.ctrl
-        c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = n, _NO_HOLD, self._seq, 0
+        c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = g.n, _NO_HOLD, self._seq, 0
         try:
             self._collect_garbage(g)
             self._launch(g)
@@ -531,16 +536,21 @@ class DevicePipeline:
         waits for the work on every lane so far (it reads the old pool and the version
         words), then packs into the spare pool, doubled until it holds three times what
         stays, and what stays plus what the running launches and ``g`` may take
-        (:meth:`_need`; for a split batch, all its parts). The host does not wait, and
-        the launches keep their captured graphs (the pools alternate). Two pools take
-        twice the memory: the pool grows only within a share of the free device memory,
-        and without room for the second pool collection is left to the host path (a
-        batch that meets a full pool)."""
+        (:meth:`_need`; for a split batch, all its parts; while a compaction is still
+        queued, meta predates it, so only a split batch's part, checked against that
+        older fill, queues another). The host does not wait, and the launches keep their
+        captured graphs (the pools alternate). Two pools take twice the memory: the pool
+        grows only within a share of the free device memory, and without room for the
+        second pool collection is left to the host path (a batch that meets a full
+        pool)."""
         u = self.updater
-        if not self.collect_garbage or (self._gc is not None and not self._gc.done):
+        if not self.collect_garbage:
             return
         used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
-        if 2 * used < cap and (not self._ahead or used + self._need(g.n) <= cap):
+        if self._gc is not None and not self._gc.done:   # meta is older than that one
+            if not self._ahead or used + self._need(g.n) <= cap:
+                return
+        elif 2 * used < cap and (not self._ahead or used + self._need(g.n) <= cap):
             return
         running = [x.n for x in self._flight if x.on_device]
         need = self._need(max(g.n, self._ahead)) + sum(self._need(k) for k in running)

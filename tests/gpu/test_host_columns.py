@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from gpu._result_columns import result_columns
-from gpu.cuda._host_columns import intern_ends, note_ext, read_batch, stage_rows
+from gpu.cuda._host_columns import (
+    insert_multiplicity,
+    intern_ends,
+    note_ext,
+    read_batch,
+    stage_rows,
+)
 from gpu.graph import IdMap
 
 
@@ -128,3 +134,15 @@ def test_applied_edges_equals_the_numpy_selection() -> None:
         assert got.dtype == np.int64 and np.array_equal(got, want)
         half = OpTable(*(c[n // 2:] for c in cols))
         assert np.array_equal(half.applied_edges(), want[want >= n // 2] - n // 2)
+
+
+def test_insert_multiplicity_is_the_most_insertions_naming_one_vertex() -> None:
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 7, 300):
+        inp = np.full((4, n + 5), 99, np.int32)   # columns past n are not read
+        inp[0, :n] = rng.integers(0, 2, n)
+        inp[1:3, :n] = rng.integers(0, 12, (2, n))
+        ins = inp[0, :n] == 0
+        ends = np.concatenate([inp[1, :n][ins], inp[2, :n][ins]])
+        want = int(np.bincount(ends).max()) if len(ends) else 0
+        assert insert_multiplicity(inp, n) == want, n
