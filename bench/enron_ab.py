@@ -1,6 +1,7 @@
 """Enron insertion runs of queries 0, 1 and 5 at b=64 and as one batch, minimum of 3 fresh
 engines each: a short A/B of two checkouts on one machine instance, where small-batch
-figures vary between instances (run it from each checkout in turn, several rounds).
+figures vary between instances (run it from each checkout in turn, several rounds:
+``scripts/gpu-check.sh ab``). Imports the checkout in the working directory.
 
     CSM_BENCH_DEVICE_GRAPH=1 ENRON=.local-data/enron-labeled python bench/enron_ab.py
 """
@@ -11,8 +12,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the checkout in the working directory, not this file's: scripts/gpu-check.sh ab runs
+# this file against an older checkout too
+sys.path.insert(0, str(Path.cwd() / "bench"))
+sys.path.insert(0, str(Path.cwd()))
 
 from _harness import time_run  # noqa: E402
 

@@ -7,6 +7,11 @@
 #   scripts/gpu-check.sh tests-b   every other test of tests/gpu marked gpu (about 7 min)
 #   scripts/gpu-check.sh bench     the device-graph benchmarks: pipeline, Enron, Yeast,
 #                                  throughput against b, response time (docs/benchmarks.md)
+#   scripts/gpu-check.sh ab        an A/B on one machine instance (small-b figures differ by
+#                                  up to 2x between instances): .base/ (made here with
+#                                  `git archive REV --prefix=.base/ | tar x`, carried) and
+#                                  this tree in turn, two rounds of the Enron runs of
+#                                  bench/enron_ab.py and the batch sweep (about 5 min)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -27,7 +32,19 @@ case "${1:-}" in
         --sections pipeline,enron,yeast,batch,latency > "$out/bench.log" 2>&1
     rc=$?
     cp docs/benchmarks.md "$out/" ;;
-  *) echo "usage: $0 tests-a|tests-b|bench" >&2; exit 2 ;;
+  ab)
+    export CSM_BENCH_DEVICE_GRAPH=1 ENRON=$PWD/.local-data/enron-labeled
+    ab=$PWD/bench/enron_ab.py
+    rc=0
+    for round in 1 2; do
+      for tree in .base .; do
+        echo "== round $round: ${tree}"
+        (cd "$tree" && PYTHONPATH=$PWD python "$ab" \
+          && PYTHONPATH=$PWD python bench/gpu_bench.py --sections batch --window 20000 \
+             --out /tmp/ab.md | grep -v '^|') || rc=1
+      done
+    done > "$out/ab.log" 2>&1 ;;
+  *) echo "usage: $0 tests-a|tests-b|bench|ab" >&2; exit 2 ;;
 esac
 tail -5 "$out/${1}.log"
 exit $rc
