@@ -80,8 +80,8 @@ def enron(d: Path) -> None:
         for b in (len(stream), 64):
             time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)   # warm
             TIMES.clear()
-            t, p, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)
-            _report(f"Enron q{i} insert, b={b}: {t * 1e3:.2f} ms, +{p:,}", 1)
+            t, pos, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)
+            _report(f"Enron q{i} insert, b={b}: {t * 1e3:.2f} ms, +{pos:,}", 1)
             eng = engine("gpu", graph, [q], CountMode.EMBEDDINGS, True)
             pipe = eng.executor._pipeline  # type: ignore[attr-defined]
             pipe.timed = True

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -150,14 +151,15 @@ class SplitTicket:
     def wait(self) -> BatchColumns:
         if self.result is None:
             cols = [p.wait() for p in self.parts]
-            at = np.cumsum([0] + [len(p.batch) for p in self.parts])
-            ops = OpTable(**{f.name: np.concatenate(
-                [getattr(c.ops, f.name) + (int(o) if f.name == "raw" else 0)
-                 for c, o in zip(cols, at, strict=False)]).astype(
-                    getattr(cols[0].ops, f.name).dtype, copy=False)
-                for f in dataclasses.fields(OpTable)})
+            at = [0, *accumulate(len(p.batch) for p in self.parts[:-1])]
+            ops = {f.name: np.concatenate([getattr(c.ops, f.name) for c in cols])
+                   for f in dataclasses.fields(OpTable)}
+            # each part's raw and applied indices count from its own first update (python
+            # ints keep raw's int32)
+            ops["raw"] = np.concatenate([c.ops.raw + o for c, o in zip(cols, at, strict=True)])
             self.result = BatchColumns(
-                ops, np.concatenate([c.applied + o for c, o in zip(cols, at, strict=False)]),
+                OpTable(**ops),
+                np.concatenate([c.applied + o for c, o in zip(cols, at, strict=True)]),
                 np.concatenate([c.counts for c in cols]), np.concatenate([c.sub for c in cols]),
                 np.sum([c.tally for c in cols], axis=0))
         return self.result
@@ -238,7 +240,6 @@ class DevicePipeline:
         self._blocks: list[_Block | None] = []
         self._next = 0
         self._seq = 0
-        self._cap = 0
         self._plans: PlanSet | None = None
         self._nq = 0
         self._stride = 0
@@ -252,7 +253,7 @@ class DevicePipeline:
         #: meets a full pool collects, on the host path)
         self.collect_garbage = True
         self._gc: Any = None   # the event after the last stream-ordered compaction
-        #: pool entries per update that the last launches read took (their resolves)
+        #: pool entries per update that the last launches of several tiles took
         self._took: deque[float] = deque(maxlen=8)
         self._ahead = 0   # updates of the batch being split into launches
         #: launches of the captured graph and batches finished on the host path
@@ -269,19 +270,17 @@ class DevicePipeline:
     def prepare(self, plans: PlanSet) -> None:
         """Allocate for ``plans`` now (query registration), not in the first batch."""
         with self._lock:
-            self._configure(plans, LAUNCH_CAP)
+            self._configure(plans)
 
-    def _configure(self, plans: PlanSet, n: int) -> None:
-        """Buffers for ``plans`` and batches of ``n``; drains first if they change."""
+    def _configure(self, plans: PlanSet) -> None:
+        """Buffers for ``plans`` and launches of LAUNCH_CAP; drains first if they change."""
         nq = len(plans.query_lo)
-        if plans is self._plans and n <= self._cap:
+        if plans is self._plans:
             return
         self.drain()
         cp = self.cp
-        cap = max(self._cap, LAUNCH_CAP)
-        while cap < n:
-            cap *= 2
-        self._cap, self._plans, self._nq = cap, plans, nq
+        cap = LAUNCH_CAP
+        self._plans, self._nq = plans, nq
         # pinned and mapped host memory is slow to allocate: blocks come as batches need them
         self._blocks = [None] * self.depth
         tasks = cap * max(nq, 1)
@@ -316,7 +315,7 @@ class DevicePipeline:
 
     def _key(self) -> tuple[int, ...]:
         u = self.updater
-        return (u.generation, u.pool_flip, self._stride, self._cap, id(self._plans))
+        return (u.generation, u.pool_flip, self._stride, id(self._plans))
 
     def _graphs(self, block: _Block) -> tuple[Any, Any]:
         """The block's two graphs for the current layout, captured if new (pointers and
@@ -356,7 +355,7 @@ class DevicePipeline:
     def _front(self, block: _Block, resolver: tuple[Any, ...], table: Any, *_: Any,
                mark: Any = None) -> None:
         """apply_step and build_units (into the block's lane) on the current stream."""
-        d, u, c, cap = self._dev, self.updater, self.ex.config, self._cap
+        d, u, c, cap = self._dev, self.updater, self.ex.config, LAUNCH_CAP
         lane, ld = block.lane, block.lane.dev
         mark = mark or _nothing
         mark()
@@ -400,8 +399,8 @@ class DevicePipeline:
         ``scale``: each query's num and den (two contiguous int64 rows)."""
         with self._lock:
             self._check()
-            self._configure(plans, min(len(batch), LAUNCH_CAP))
-            cap = self._cap
+            self._configure(plans)
+            cap = LAUNCH_CAP
             if len(batch) <= cap:
                 return self._submit(batch, scale)
             self._ahead = len(batch)   # what a pool grown for its first part must hold
@@ -415,7 +414,7 @@ class DevicePipeline:
         """One batch of at most a launch's capacity into the open launch (under the lock)."""
         n = len(batch)
         g = self._open
-        if g is not None and g.n + n > self._cap:
+        if g is not None and g.n + n > LAUNCH_CAP:
             self._start(g)
             g = None
         if g is None:
@@ -433,7 +432,7 @@ class DevicePipeline:
         block = self._blocks[self._next]
         if block is None:
             block = self._blocks[self._next] = _Block(
-                self.cp, self._cap, self._nq, self._lanes[self._next % len(self._lanes)])
+                self.cp, LAUNCH_CAP, self._nq, self._lanes[self._next % len(self._lanes)])
         self._next = (self._next + 1) % len(self._blocks)
         if block.launch is not None and not block.launch.done:
             self._finish(block.launch)
@@ -516,9 +515,9 @@ class DevicePipeline:
         """Pool entries a launch of ``n`` updates may take. The bound: each tile of it
         builds one new version per vertex it touches (their live entries, at most the
         longest version each and all of them together, plus two new entries an update);
-        once launches have been read, at most 1.25 times the most a recent one took per
-        update (the bound is far above it on hub graphs, where every tile copies the
-        hubs but a tile's versions share them)."""
+        once launches of several tiles have been read, at most 1.25 times the most a
+        recent one took per update (the bound is far above it on hub graphs, where every
+        tile copies the hubs but a tile's versions share them)."""
         u = self.updater
         live = int(u.meta[M_POOL_USED]) - int(u.meta[M_GARBAGE])
         per_tile = min(live, 2 * min(n, TILE) * int(u.meta[M_MAXLEN]))
@@ -547,10 +546,9 @@ class DevicePipeline:
         if not self.collect_garbage:
             return
         used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
-        if self._gc is not None and not self._gc.done:   # meta is older than that one
-            if not self._ahead or used + self._need(g.n) <= cap:
-                return
-        elif 2 * used < cap and (not self._ahead or used + self._need(g.n) <= cap):
+        fits = not self._ahead or used + self._need(g.n) <= cap
+        queued = self._gc is not None and not self._gc.done   # meta is older than that one
+        if fits and (queued or 2 * used < cap):
             return
         running = [x.n for x in self._flight if x.on_device]
         need = self._need(max(g.n, self._ahead)) + sum(self._need(k) for k in running)
@@ -631,7 +629,8 @@ class DevicePipeline:
         update and query, in row order), in one compiled pass a batch."""
         c, out = g.block.ctrl, g.block.out
         at = g.block.counts_at
-        self._took.append(max(0, int(c[C_POOL1]) - int(c[C_POOL0])) / max(g.n, 1))
+        if g.n > TILE:   # what split batches' parts are estimated from (two mapped reads)
+            self._took.append(max(0, int(c[C_POOL1]) - int(c[C_POOL0])) / g.n)
         vext = self.view.ext_room()
         for t in g.tickets:
             b = t.batch
