@@ -37,6 +37,9 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
 _W_WM, _W_MINCHUNK = 5, 8   # kernels/update.cu W_WM, W_MINCHUNK
+#: the grid's words with the diagnostic probes' (W_PROBE + 2 * P_MAX + 1 at most)
+_GW_WORDS = 80
+W_PROBE, P_MAX = 16, 24   # kernels/update.cu
 
 
 class UpdaterStats:
@@ -205,8 +208,8 @@ class DeviceUpdater:
 
     def _tile_scratch(self) -> None:
         self.generation += 1
-        self._tiles = {name: self.cp.zeros(k * TILE + 16, dt)   # k tiles and a few words
-                       for name, dt, k in self._TILE_SCRATCH}
+        self._tiles = {name: self.cp.zeros(k * TILE + (_GW_WORDS if k == 0 else 16), dt)
+                       for name, dt, k in self._TILE_SCRATCH}   # k tiles and a few words
         self._scratch_ptrs = None
 
     def _scratch(self) -> Any:

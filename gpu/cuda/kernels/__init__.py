@@ -7,6 +7,7 @@ machines without it; :func:`cupy_or_raise` turns its absence into a BackendError
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -50,7 +51,13 @@ def _module(name: str) -> Any:
     # the file
     path = _DIR / f"{name}.cu"
     code = f'#line 1 "{path.name}"\n' + path.read_text()
-    return cp.RawModule(code=code, options=("-std=c++17",))
+    return cp.RawModule(code=code, options=("-std=c++17", *_defines()))
+
+
+def _defines() -> tuple[str, ...]:
+    """Diagnostic builds: CSM_CUDA_PROBES=1 compiles update.cu's timing probes in
+    (bench/probe_resolver.py); off, they compile to nothing."""
+    return ("-DCSM_PROBES",) if os.environ.get("CSM_CUDA_PROBES") == "1" else ()
 
 
 def kernel(module: str, name: str) -> Any:

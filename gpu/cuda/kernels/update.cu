@@ -496,6 +496,29 @@ struct Scratch {   // device memory the host allocates with the graph
 // watermark, the barrier; the host's least chunk (entries, rounded up to SUB)
 enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_GEN,
        W_MINCHUNK, W_SIZE };
+// Diagnostic probes (compiled in with CSM_CUDA_PROBES=1, gpu/cuda/kernels/__init__.py):
+// thread 0 of block 0 adds the nanoseconds since its previous mark to word W_PROBE + k and
+// counts the mark at W_PROBE + P_MAX + k (bench/probe_resolver.py reads them). Off, a mark
+// compiles to nothing.
+#define W_PROBE 16
+#define P_MAX 24
+enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
+       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_COUNT_ };
+#ifdef CSM_PROBES
+__device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    unsigned long long* last = gw + W_PROBE + 2 * P_MAX;
+    if (!start) {
+        gw[W_PROBE + k] += now - *last;
+        gw[W_PROBE + P_MAX + k] += 1;
+    }
+    *last = now;
+}
+#else
+__device__ __forceinline__ void probe(unsigned long long*, int, bool = false) {}
+#endif
 enum { T_BUILD = 0, T_NEXT, T_STOP };
 
 struct Shared {
@@ -780,6 +803,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     if (ins && a0 < 0) x.slot_first[xs] = 0x7fffffff;   // scratch back to empty
     if (ins && b0 < 0) x.slot_first[ys] = 0x7fffffff;
     if (sh.code != DONE) return sh.code;
+    probe(x.gw, P_BOUND);
     long long nv0 = sh.s.nv;
     for (int side = 0; side < 2; ++side) {
         if (!(side == 0 ? c0 : c1)) continue;
@@ -817,6 +841,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
             __syncthreads();
         }
     }
+    probe(x.gw, P_SORT);
     unsigned long long kh = sh.skey[t];
     if (kh != ~0ULL && (t == 0 || sh.skey[t - 1] != kh)) {
         int first = sh.sidx[t];
@@ -840,6 +865,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
         }
     }
     __syncthreads();
+    probe(x.gw, P_REPLAY);
     // 3. ticks in arrival order
     bool applied = mine && sh.st[t] == ST_APPLIED;
     int n_app = 0;
@@ -883,6 +909,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
+    probe(x.gw, P_LIFE);
     // 5. bucket the new entries by owner; list each owner's old version in chunks and give
     //    it fresh space (the grid sorts, counts and builds after this front: step 5 above)
     int no = sh.n_owners;
@@ -937,6 +964,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
         x.gw[W_ITEMS] = n_items;
         x.gw[W_CHUNK] = chunk;
     }
+    probe(x.gw, P_BUCKET);
     // 6. the tile's primitive updates, one per raw update
     if (mine) {
         bool ok = sh.st[t] == ST_APPLIED;
@@ -954,6 +982,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
         sh.n_owners = 0;
     }
     __syncthreads();
+    probe(x.gw, P_FRONT);
     return DONE;
 }
 
@@ -1007,6 +1036,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         x.gw[W_MAXLEN] = 0;
     }
     __syncthreads();
+    probe(x.gw, P_META);
     long long i = i0, n_out = n_out0;
     int code = DONE;
     int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = blocks * NWARPS;
@@ -1045,6 +1075,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                 n_out = (long long)sh.skey[1];
                 __syncthreads();
                 state = code == DONE ? T_NEXT : T_STOP;
+                probe(x.gw, P_SEQ);
             } else {
                 if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
                 __syncthreads();
@@ -1062,14 +1093,20 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         }
         grid_sync(x.gw, blocks);
         int state = (int)vw[W_STATE + (round & 1)];
-        if (state == T_STOP) break;
+        if (state == T_STOP) {
+            probe(x.gw, P_STOP);
+            break;
+        }
+        probe(x.gw, P_SYNC1);
         if (state == T_NEXT) continue;
         int items = (int)vw[W_ITEMS];
         long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
         for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
         grid_sync(x.gw, blocks);
+        probe(x.gw, P_COUNT);
         for (int it = gwarp; it < items; it += nwarps) build_chunk(g, x, x.gw, chunk, w, it, lane);
         grid_sync(x.gw, blocks);
+        probe(x.gw, P_BUILD);
     }
     if (lead) {
         __threadfence();
@@ -1082,6 +1119,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
             store_meta(meta, sh.s, i, n_out, code);
         }
     }
+    probe(x.gw, P_TAIL);
     return code;
 }
 
@@ -1099,6 +1137,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     const int* sy, const int* lab, APPLY_ARGS) {
     int blocks = active_blocks(n - i0);
     if ((int)blockIdx.x >= blocks) return;
+    probe((unsigned long long*)scratch_ptrs[27], P_ENTRY, true);
     resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, APPLY_PASS);
 }
 
@@ -1127,6 +1166,8 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     __shared__ int skip;
     __shared__ long long n, hold, tick0, pool0;
     int t = threadIdx.x;
+    unsigned long long* gw = (unsigned long long*)scratch_ptrs[27];
+    probe(gw, P_ENTRY, true);
     if (t == 0) {
         skip = *(volatile int*)(dims + D_STALL);
         n = ctrl[C_N];
@@ -1145,12 +1186,14 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
         if (t == 0 && blockIdx.x == 0) ctrl[C_CODE] = SKIPPED;
         return;
     }
+    probe(gw, P_ENTRY);
     const int* h = (const int*)(ctrl + C_HDR);
     if (blockIdx.x == 0) {   // only block 0 reads the raw updates (the fronts)
         for (int c = 0; c < 4; ++c)
             for (long long j = t; j < n; j += TILE) in[c * in_cap + j] = h[c * in_cap + j];
     }
     __syncthreads();
+    probe(gw, P_RAW);
     int code = resolve_grid(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
                             hold, blocks, APPLY_PASS);
     if (t == 0 && blockIdx.x == 0) {

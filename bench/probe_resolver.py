@@ -1,0 +1,99 @@
+"""Where the device resolver's time goes, phase by phase (a diagnostic build).
+
+Compiles kernels/update.cu with its timing probes (CSM_CUDA_PROBES=1): thread 0 of the
+resolver's block 0 adds the nanoseconds between marks to the grid's words. Prints, for a
+few workloads on the device pipeline, the microseconds per launch (per tile for the tile
+phases) of each phase: reading the control block, the meta words, the tile front's steps,
+the grid barriers with the version builds, the tail. The probes serialise nothing; their
+own cost is a few global stores per mark.
+
+    python bench/probe_resolver.py [--enron DIR]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ["CSM_CUDA_PROBES"] = "1"   # before the kernels compile
+os.environ.setdefault("CSM_BENCH_DEVICE_GRAPH", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _harness import engine  # noqa: E402
+from gpu_bench import _window  # noqa: E402
+
+from gpu import CountMode  # noqa: E402
+from gpu.cuda._updater import P_MAX, W_PROBE  # noqa: E402
+from streams import iter_chunks, read_graph, read_query, read_stream  # noqa: E402
+
+#: kernels/update.cu's P_* marks, in order: what ends at each
+PHASES = ("entry: ctrl, meta, lane ticks", "raw updates from the control block",
+          "load_meta", "front 1: new vertices, pool bound", "front 2: bitonic sort",
+          "front 3: pair replay", "front 4: ticks, lifetimes", "front 5: buckets, space",
+          "front 6: output rows", "sequential resolver (vertex ops)", "barrier after front",
+          "sort_and_count + barrier", "build_chunk + barrier", "last front check + barrier",
+          "tail: publish, store_meta")
+
+
+def _report(title: str, upd: object) -> None:
+    gw = upd._tiles["gw"].get()  # type: ignore[attr-defined]
+    sums, counts = gw[W_PROBE:W_PROBE + P_MAX], gw[W_PROBE + P_MAX:W_PROBE + 2 * P_MAX]
+    launches = max(int(counts[2]), 1)
+    total = sums[:len(PHASES)].sum() / 1e3
+    print(f"== {title}: {launches} launches, {total / launches:.1f} us a launch "
+          f"(block 0, entry to tail)")
+    for k, name in enumerate(PHASES):
+        if counts[k]:
+            print(f"  {name:38s} {sums[k] / 1e3 / launches:9.2f} us a launch "
+                  f"({counts[k] / launches:.2f} marks a launch, "
+                  f"{sums[k] / counts[k] / 1e3:.2f} us each)")
+    upd._tiles["gw"][W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0  # type: ignore[attr-defined]
+
+
+def _updater(eng: object) -> object:
+    return eng.executor._pipeline.updater  # type: ignore[attr-defined]
+
+
+def one_at_a_time(title: str, graph: object, queries: list, stream: object, b: int) -> None:  # type: ignore[type-arg]
+    eng = engine("gpu", graph, queries, CountMode.EMBEDDINGS)  # type: ignore[arg-type]
+    chunks = list(iter_chunks(stream, b))  # type: ignore[arg-type]
+    for c in chunks[:20]:
+        eng.apply(c)
+    _updater(eng)._tiles["gw"][W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0  # type: ignore[attr-defined]
+    for c in chunks[20:20 + 1000]:
+        eng.apply(c)
+    _report(title, _updater(eng))
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--enron":
+        d = Path(sys.argv[2])
+        graph = read_graph(d / "initial_graph.graph")
+        for name in ("insertion", "deletion"):
+            stream = read_stream(d / f"{name}_graph.graph")
+            q = read_query(d / "query_graph-0.graph")
+            for b in (len(stream), 4096, 64):
+                eng = engine("gpu", graph, [q], CountMode.EMBEDDINGS)
+                pend = [eng.submit(c) for c in iter_chunks(stream, b)]
+                for p in pend:
+                    p.result()
+                _report(f"Enron q0 {name}, b={b}, pipelined", _updater(eng))
+        return
+    ds, qs, stream = _window(1_200_000, 20_000)
+    tri = [q for q in qs if q.n == 3]
+    for b in (1, 8, 64, 512):
+        one_at_a_time(f"generated, triangles, b={b}, one at a time", ds.initial, tri, stream, b)
+    for b in (8, 64):
+        eng = engine("gpu", ds.initial, tri, CountMode.EMBEDDINGS)
+        pend = [eng.submit(c) for c in iter_chunks(stream, b)]
+        for p in pend:
+            p.result()
+        _report(f"generated, triangles, b={b}, all submitted at once", _updater(eng))
+
+
+if __name__ == "__main__":
+    main()
