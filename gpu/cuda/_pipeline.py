@@ -57,7 +57,7 @@ __all__ = ["BatchColumns", "BatchTicket", "DevicePipeline", "SplitTicket"]
 (C_N, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS, C_TICK0,
  C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1) = range(15)
 C_HDR = 16
-D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_SIZE = range(5)
+D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_SIZE = range(9)
 SKIPPED = 4
 _OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
 _NO_HOLD = np.iinfo(np.int64).max
@@ -292,7 +292,7 @@ class DevicePipeline:
                 "q_lo": cp.asarray(plans.query_lo.astype(np.int32)),
                 "q_hi": cp.asarray(plans.query_hi.astype(np.int32)),
                 "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
-                "stall": cp.zeros(D_SIZE, cp.int32),   # apply_step's D_STALL
+                "stall": cp.zeros(D_SIZE, cp.int32),   # the front's words (D_STALL, D_NOUT)
             }
             for lane in self._lanes:
                 lane.dev = {
@@ -364,7 +364,7 @@ class DevicePipeline:
             np.int32(lane.index), np.int32(len(self._lanes)), *resolver))
         mark()
         self._build((1,), (TILE,), (
-            block.ptr, ld["dims"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
+            block.ptr, ld["dims"], d["stall"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
             u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"],
@@ -386,7 +386,8 @@ class DevicePipeline:
             ld["q_ctr"], np.int32(least), ld["t_count"], null, null, null, null, null, null))
         mark = mark or _nothing
         mark()
-        self._collect((1,), (256,), (block.ptr, ld["t_count"], np.int64(block.counts_at)))
+        self._collect((1,), (256,), (block.ptr, ld["dims"], ld["t_count"],
+                                     np.int64(block.counts_at)))
         mark()
 
     # -- batches ------------------------------------------------------------------------

@@ -163,6 +163,11 @@ struct State {   // the meta words, in registers (identical in every lane)
     int touched;
 };
 
+struct Tail {   // a resolve's end: its meta words, where to resume, the output rows
+    State s;
+    long long resume, n_out;
+};
+
 __device__ __forceinline__ void touch(int v, int* touched, State& s, int lane) {
     if (lane == 0) touched[s.touched] = v;
     ++s.touched;
@@ -562,6 +567,20 @@ __device__ T block_scan(T v, T* wsum, T* total) {
     return excl;
 }
 
+// a[u] += d for every lane of the (converged) warp with `on`, one atomic per distinct u:
+// a hub named by many updates of a tile costs one atomic per warp, not one per update
+// (same-address atomics serialise). Where the lanes of a group add the same d, returns
+// what single atomics in lane order would have: a[u] just before this lane's.
+__device__ __forceinline__ int group_add(int* a, int u, int d, bool on, int lane) {
+    unsigned m = __ballot_sync(FULL, on);
+    if (!on) return 0;
+    unsigned grp = __match_any_sync(m, u);
+    int leader = __ffs(grp) - 1, sum = __reduce_add_sync(grp, d);
+    int old = 0;
+    if (lane == leader) old = atomicAdd(a + u, sum);
+    return __shfl_sync(grp, old, leader) + d * __popc(grp & lanes_below(lane));
+}
+
 // The alive entry with key k in v's version (one thread), or -1.
 __device__ long long find_alive_1(const Dev& g, int v, long long k) {
     long long lo = g.off[v], hi = lo + g.len[v], end = hi;
@@ -763,7 +782,7 @@ __device__ void grid_sync(unsigned long long* gw, int blocks) {
 __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh,
                         const int* ops, const int* sx, const int* sy, const int* lab,
                         long long t0, int nt, long long n_out) {
-    int t = threadIdx.x;
+    int t = threadIdx.x, lane = t & 31;
     long long stamp = (sh.s.launch << 24) + (t0 / TILE) * 2;   // two per tile, unique
     bool mine = t < nt;
     long long i = t0 + t;
@@ -784,16 +803,16 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     if (ins && b0 >= 0 &&
         atomicExch((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) != (unsigned long long)stamp)
         lsum += g.len[b0];
-    if (t == 0) { sh.lensum = 0; sh.code = DONE; }
-    __syncthreads();
-    if (lsum) atomicAdd((unsigned long long*)&sh.lensum, (unsigned long long)lsum);
+    if (t == 0) sh.code = DONE;
+    long long S = 0;   // (a 64-bit shared atomic per vertex would serialise the block)
+    block_scan(lsum, sh.wsum_ll, &S);   // also orders the atomicMins above before the reads
     int c0 = ins && a0 < 0 && x.slot_first[xs] == 2 * t;
     int c1 = ins && b0 < 0 && x.slot_first[ys] == 2 * t + 1;
     int n_new_v = 0, n_ins = 0;
     int rank = block_scan(c0 + c1, sh.wsum, &n_new_v);
     block_scan(ins ? 1 : 0, sh.wsum, &n_ins);
     if (t == 0) {
-        long long S = sh.lensum;
+        sh.lensum = S;
         long long bound = S + S / 8 + 11LL * n_ins + 64;
         if (n_out + nt > o.cap) sh.code = NEED_OUT;
         else if (sh.s.nv + n_new_v > g.vcap) sh.code = NEED_VERTEX;
@@ -879,8 +898,6 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     x.e_owner[2 * t + 1] = -1;
     if (applied && op == OP_DEL_E) {
         de = -1;
-        atomicSub(g.vdeg + a, 1);
-        atomicSub(g.vdeg + b, 1);
         if (sh.inpl[t]) {
             long long e = find_alive_1(g, a, make_key(g.vlabel[b], b));
             long long f = find_alive_1(g, b, make_key(g.vlabel[a], a));
@@ -888,24 +905,30 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
             g.dt[f] = sh.tk[t];
         }
     }
-    if (applied && op == OP_INS_E) {
-        de = 1;
-        atomicAdd(g.vdeg + a, 1);
-        atomicAdd(g.vdeg + b, 1);
-        long long end = sh.delof[t] >= 0 ? sh.tk[sh.delof[t]] : INF;
-        for (int side = 0; side < 2; ++side) {
-            int u = side == 0 ? a : b, v = side == 0 ? b : a;
+    bool insa = applied && op == OP_INS_E;
+    if (insa) de = 1;
+    group_add(g.vdeg, a, de, applied, lane);   // hubs: one atomic per warp
+    group_add(g.vdeg, b, de, applied, lane);
+    long long end = insa && sh.delof[t] >= 0 ? sh.tk[sh.delof[t]] : INF;
+    for (int side = 0; side < 2; ++side) {
+        int u = side == 0 ? a : b, v = side == 0 ? b : a;
+        if (insa) {
             int e = 2 * t + side;
             x.e_owner[e] = u; x.e_key[e] = make_key(g.vlabel[v], v); x.e_lab[e] = lb;
             x.e_ct[e] = sh.tk[t]; x.e_dt[e] = end;
-            if (atomicExch((unsigned long long*)(x.vtile + u), (unsigned long long)(stamp + 1)) !=
+        }
+        unsigned m = __ballot_sync(FULL, insa);
+        if (insa) {   // the first lane naming u in each warp claims it for the tile
+            unsigned grp = __match_any_sync(m, u);
+            if (lane == __ffs(grp) - 1 &&
+                atomicExch((unsigned long long*)(x.vtile + u), (unsigned long long)(stamp + 1)) !=
                 (unsigned long long)(stamp + 1)) {
                 int q = atomicAdd(&sh.n_owners, 1);
                 x.owners[q] = u;
                 x.vown[u] = q;
             }
-            atomicAdd(x.vcnt + u, 1);
         }
+        group_add(x.vcnt, u, 1, insa, lane);
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
@@ -924,8 +947,9 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     for (int side = 0; side < 2; ++side) {
         int e = 2 * t + side;
         int u = x.e_owner[e];
+        int left = group_add(x.vcnt, u, -1, u >= 0, lane);   // new entries of u still unplaced
         if (u < 0) continue;
-        int pos = x.bucket[x.vown[u]] + atomicSub(x.vcnt + u, 1) - 1;
+        int pos = x.bucket[x.vown[u]] + left - 1;
         x.b_key[pos] = x.e_key[e]; x.b_lab[pos] = x.e_lab[e];
         x.b_ct[pos] = x.e_ct[e]; x.b_dt[pos] = x.e_dt[e];
     }
@@ -946,6 +970,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     int n_items = 0;
     long long cbase = block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
     int ibase = block_scan(nq[0] + nq[1], sh.wsum, &n_items);
+    long long gsum = 0;   // the old versions' capacity: garbage (summed by warp first)
     for (int side = 0; side < 2; ++side) {
         int q = 2 * t + side;
         if (q >= no) continue;
@@ -955,8 +980,10 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
         x.own_src[q] = g.off[v]; x.own_n0[q] = g.len[v]; x.own_dst[q] = d;
         x.own_cap[q] = (int)cq[side]; x.own_item[q] = first; x.own_done[q] = 0;
         for (int r = 0; r < nq[side]; ++r) x.item_owner[first + r] = q;
-        atomicAdd(&sh.garbage, (unsigned long long)g.cap[v]);
+        gsum += g.cap[v];
     }
+    for (int d = 16; d > 0; d >>= 1) gsum += __shfl_down_sync(FULL, gsum, d);
+    if (lane == 0 && gsum) atomicAdd(&sh.garbage, (unsigned long long)gsum);
     __syncthreads();
     if (t == 0) {
         x.own_item[no] = n_items;
@@ -1008,7 +1035,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
 // `blocks` blocks take part (active_blocks); the others have returned.
 __device__ int resolve_grid(long long i0, long long n_out0, long long n, const int* ops,
                             const int* sx, const int* sy, const int* lab, long long hold,
-                            int blocks, APPLY_ARGS) {
+                            int blocks, const State* pre, Tail* fin, APPLY_ARGS) {
     __shared__ Shared sh;
     int t = threadIdx.x, lane = t & 31;
     bool lead = blockIdx.x == 0;
@@ -1024,7 +1051,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
               (int*)p[24], (int*)p[25], (int*)p[26], (unsigned long long*)p[27]};
     volatile unsigned long long* vw = x.gw;
     if (lead && t == 0) {
-        sh.s = load_meta(meta);
+        sh.s = pre != nullptr ? *pre : load_meta(meta);
         if (hold >= 0) {
             sh.s.watermark = min(sh.s.tick, hold - 1);
             meta[M_WATERMARK] = sh.s.watermark;
@@ -1117,6 +1144,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
             sh.s.garbage = (long long)sh.garbage;
             sh.s.maxlen = max(max(sh.s.maxlen, sh.maxlen), (long long)vw[W_MAXLEN]);
             store_meta(meta, sh.s, i, n_out, code);
+            if (fin != nullptr) *fin = Tail{sh.s, i, n_out};   // meta is mapped host memory
         }
     }
     probe(x.gw, P_TAIL);
@@ -1138,7 +1166,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     int blocks = active_blocks(n - i0);
     if ((int)blockIdx.x >= blocks) return;
     probe((unsigned long long*)scratch_ptrs[27], P_ENTRY, true);
-    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, APPLY_PASS);
+    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, nullptr, nullptr, APPLY_PASS);
 }
 
 // ---- The pipeline (gpu/cuda/_pipeline.py): one batch = apply_step, build_units,
@@ -1152,8 +1180,11 @@ enum { C_N = 0, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NU
        C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1, C_HDR = 16 };
 // device words: match_step's unit counts and queue epoch, and the stall flag (a batch
 // that stopped on a full pool or output makes every later one skip, so none is resolved
-// out of order before the host has finished it)
-enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_SIZE };
+// out of order before the host has finished it); what a step hands the next without a
+// round trip through mapped memory: the rows to build tasks from and the sequence number
+// (apply_step to build_units, in the front's words), the tasks and the sequence number
+// (build_units to collect_step, in the lane's)
+enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_SIZE };
 #define SKIPPED 4
 
 // Raw updates: op, slot x, slot y, label (in_cap int32 each, after the header).
@@ -1164,18 +1195,29 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     long long* ctrl, int* dims, int* in, long long in_cap, long long* lane_tick, int lane,
     int lanes, APPLY_ARGS) {
     __shared__ int skip;
-    __shared__ long long n, hold, tick0, pool0;
+    __shared__ long long n, hold;
+    __shared__ State s0;
+    __shared__ Tail fin;
     int t = threadIdx.x;
     unsigned long long* gw = (unsigned long long*)scratch_ptrs[27];
     probe(gw, P_ENTRY, true);
+    // Reads of mapped host memory cost a PCIe round trip each (about 2.5 us on an H100)
+    // unless issued together: every word this launch needs from it is loaded at once here,
+    // the raw updates in one more round, and the results go back from registers.
     if (t == 0) {
-        skip = *(volatile int*)(dims + D_STALL);
-        n = ctrl[C_N];
-        tick0 = meta[M_TICK];
-        hold = ctrl[C_HOLD];
+        long long c_n = ctrl[C_N], c_hold = ctrl[C_HOLD], c_seq = ctrl[C_SEQ];
+        State m = blockIdx.x == 0 ? load_meta(meta) : State{};
         if (blockIdx.x == 0) {
-            pool0 = meta[M_POOL_USED];
-            lane_tick[lane] = tick0;
+            dims[D_NOUT] = 0;   // (skipped: no rows)
+            dims[D_SEQ_LO] = (int)(c_seq & 0xffffffff);
+            dims[D_SEQ_HI] = (int)(c_seq >> 32);
+        }
+        skip = *(volatile int*)(dims + D_STALL);
+        n = c_n;
+        if (blockIdx.x == 0) {
+            s0 = m;
+            lane_tick[lane] = m.tick;
+            hold = c_hold;
             for (int l = 0; l < lanes; ++l) hold = min(hold, lane_tick[l] + 1);
         }
     }
@@ -1189,18 +1231,30 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     probe(gw, P_ENTRY);
     const int* h = (const int*)(ctrl + C_HDR);
     if (blockIdx.x == 0) {   // only block 0 reads the raw updates (the fronts)
-        for (int c = 0; c < 4; ++c)
-            for (long long j = t; j < n; j += TILE) in[c * in_cap + j] = h[c * in_cap + j];
+        for (long long j0 = 0; j0 < n; j0 += 4 * TILE) {   // 16 loads in flight per thread
+            int r[16];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) {
+                long long j = j0 + (u >> 2) * TILE + t;
+                r[u] = j < n ? h[(u & 3) * in_cap + j] : 0;
+            }
+#pragma unroll
+            for (int u = 0; u < 16; ++u) {
+                long long j = j0 + (u >> 2) * TILE + t;
+                if (j < n) in[(u & 3) * in_cap + j] = r[u];
+            }
+        }
     }
     __syncthreads();
     probe(gw, P_RAW);
     int code = resolve_grid(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
-                            hold, blocks, APPLY_PASS);
+                            hold, blocks, &s0, &fin, APPLY_PASS);
     if (t == 0 && blockIdx.x == 0) {
-        ctrl[C_CODE] = code; ctrl[C_RESUME] = meta[M_RESUME]; ctrl[C_NOUT] = meta[M_NOUT];
-        ctrl[C_TICK0] = tick0; ctrl[C_TICK1] = meta[M_TICK]; ctrl[C_MAXLEN] = meta[M_MAXLEN];
-        ctrl[C_POOL0] = pool0; ctrl[C_POOL1] = meta[M_POOL_USED];   // what it took of the pool
+        ctrl[C_CODE] = code; ctrl[C_RESUME] = fin.resume; ctrl[C_NOUT] = fin.n_out;
+        ctrl[C_TICK0] = s0.tick; ctrl[C_TICK1] = fin.s.tick; ctrl[C_MAXLEN] = fin.s.maxlen;
+        ctrl[C_POOL0] = s0.pool_used; ctrl[C_POOL1] = fin.s.pool_used;   // what it took
         if (code != DONE) dims[D_STALL] = 1;
+        else dims[D_NOUT] = (int)fin.n_out;
     }
 }
 
@@ -1240,7 +1294,7 @@ __device__ __forceinline__ int slices(const int* pl, const int* l2src, int p, lo
 // updates' device columns go to the control block. One block; pairs keep task order (no
 // heaviest-first sort: T-DFS splitting takes care of stragglers).
 extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
-    long long* ctrl, int* dims, long long in_cap, long long out_cap,
+    long long* ctrl, int* dims, const int* front, long long in_cap, long long out_cap,
     const signed char* o_op, const int* o_a, const int* o_b, const int* o_el,
     const long long* o_tick, const signed char* o_status, const signed char* o_reason,
     const long long* seg, const int* vlabel, const int* pl, const int* q_lo, const int* q_hi,
@@ -1250,7 +1304,11 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     __shared__ int wsum[NWARPS];
     __shared__ long long n;
     int t = threadIdx.x;
-    if (t == 0) n = ctrl[C_CODE] == DONE ? ctrl[C_NOUT] : 0;
+    if (t == 0) {
+        n = front[D_NOUT];   // 0 unless apply_step finished (DONE)
+        dims[D_SEQ_LO] = front[D_SEQ_LO];
+        dims[D_SEQ_HI] = front[D_SEQ_HI];
+    }
     __syncthreads();
     long long* out = ctrl + C_HDR + 2 * in_cap;   // a, b, label, tick, status, reason
     int ce = 0, cp = 0, cu = 0;   // tasks' edge updates, pairs, units so far
@@ -1306,22 +1364,23 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     if (t == 0) {
         u_first[cp] = cu;
         dims[D_PAIRS] = cp; dims[D_UNITS] = cu; dims[D_EPOCH] += 1;
+        dims[D_NTASK] = ce * nq;
         ctrl[C_NTASK] = (long long)ce * nq; ctrl[C_NPAIRS] = cp; ctrl[C_NUNITS] = cu;
     }
 }
 
 // The batch's counts into its control block, then its sequence number: the host may read
 // the block once C_DONE equals C_SEQ (or the stream's event has fired).
-extern "C" __global__ void collect_step(long long* ctrl, const unsigned long long* t_count,
+extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
+                                        const unsigned long long* t_count,
                                         long long counts_at) {
-    __shared__ long long nt;
-    if (threadIdx.x == 0) nt = ctrl[C_NTASK];
-    __syncthreads();
+    long long nt = dims[D_NTASK];   // device words: no read of mapped memory on this path
     for (long long i = threadIdx.x; i < nt; i += blockDim.x)
         ctrl[counts_at + i] = (long long)t_count[i];
     __threadfence_system();
     __syncthreads();
-    if (threadIdx.x == 0) ctrl[C_DONE] = ctrl[C_SEQ];
+    if (threadIdx.x == 0)
+        ctrl[C_DONE] = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
 }
 
 // Compaction (nothing in flight): copy every vertex's live entries (dt > watermark) into a
