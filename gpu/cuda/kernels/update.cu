@@ -846,19 +846,32 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     __syncthreads();
     int span = 2;   // sort the next power of two above nt: the rest holds ~0 keys
     while (span < nt) span <<= 1;
-    for (int k = 2; k <= span; k <<= 1) {
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            int u = t ^ j;
-            if (u > t && u < span) {
-                unsigned long long ka = sh.skey[t], kb = sh.skey[u];
-                int ia = sh.sidx[t], ib = sh.sidx[u];
-                bool gt = ka > kb || (ka == kb && ia > ib);
-                if (gt == ((t & k) == 0)) {
-                    sh.skey[t] = kb; sh.skey[u] = ka; sh.sidx[t] = ib; sh.sidx[u] = ia;
+    {   // bitonic, in registers: steps within a warp by shuffles, only wider ones through
+        // shared memory (15 block barriers for a full tile instead of 55)
+        unsigned long long key = sh.skey[t];
+        int idx = t;
+        for (int k = 2; k <= span; k <<= 1) {
+            for (int j = k >> 1; j > 0; j >>= 1) {
+                unsigned long long pk;
+                int pi;
+                if (j >= 32) {
+                    __syncthreads();
+                    sh.skey[t] = key; sh.sidx[t] = idx;
+                    __syncthreads();
+                    pk = sh.skey[t ^ j]; pi = sh.sidx[t ^ j];
+                } else {
+                    pk = __shfl_xor_sync(FULL, key, j); pi = __shfl_xor_sync(FULL, idx, j);
+                }
+                bool less = pk < key || (pk == key && pi < idx);   // the partner's is smaller
+                // the lower of the pair keeps the smaller in an ascending run (t & k == 0)
+                if (t < span && less == (((t & j) == 0) == ((t & k) == 0))) {
+                    key = pk; idx = pi;
                 }
             }
-            __syncthreads();
         }
+        __syncthreads();
+        sh.skey[t] = key; sh.sidx[t] = idx;
+        __syncthreads();
     }
     probe(x.gw, P_SORT);
     unsigned long long kh = sh.skey[t];
@@ -907,8 +920,10 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     }
     bool insa = applied && op == OP_INS_E;
     if (insa) de = 1;
-    group_add(g.vdeg, a, de, applied, lane);   // hubs: one atomic per warp
-    group_add(g.vdeg, b, de, applied, lane);
+    if (applied) {   // no return value: reductions the issuing thread does not wait for
+        atomicAdd(g.vdeg + a, de);
+        atomicAdd(g.vdeg + b, de);
+    }
     long long end = insa && sh.delof[t] >= 0 ? sh.tk[sh.delof[t]] : INF;
     for (int side = 0; side < 2; ++side) {
         int u = side == 0 ? a : b, v = side == 0 ? b : a;
@@ -928,7 +943,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
                 x.vown[u] = q;
             }
         }
-        group_add(x.vcnt, u, 1, insa, lane);
+        if (insa) atomicAdd(x.vcnt + u, 1);
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
