@@ -508,7 +508,7 @@ enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_
 #define W_PROBE 16
 #define P_MAX 24
 enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
-       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_COUNT_ };
+       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES, P_COUNT_ };
 #ifdef CSM_PROBES
 __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -521,8 +521,16 @@ __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start 
     }
     *last = now;
 }
+// A mark once `dep` has arrived (a load's value: the mark waits for it, not its issue).
+__device__ __forceinline__ void probe_after(unsigned long long* gw, int k, long long dep) {
+    long long sink;
+    asm volatile("mov.b64 %0, %1;" : "=l"(sink) : "l"(dep));
+    if (threadIdx.x == 0 && blockIdx.x == 0) gw[W_PROBE + 2 * P_MAX + 1] = sink;
+    probe(gw, k);
+}
 #else
 __device__ __forceinline__ void probe(unsigned long long*, int, bool = false) {}
+__device__ __forceinline__ void probe_after(unsigned long long*, int, long long) {}
 #endif
 enum { T_BUILD = 0, T_NEXT, T_STOP };
 
@@ -1222,6 +1230,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     if (t == 0) {
         long long c_n = ctrl[C_N], c_hold = ctrl[C_HOLD], c_seq = ctrl[C_SEQ];
         State m = blockIdx.x == 0 ? load_meta(meta) : State{};
+        probe_after(gw, P_MAPPED, c_n + c_hold + c_seq + m.nv + m.tick + m.launch);
         if (blockIdx.x == 0) {
             dims[D_NOUT] = 0;   // (skipped: no rows)
             dims[D_SEQ_LO] = (int)(c_seq & 0xffffffff);
@@ -1234,6 +1243,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
             lane_tick[lane] = m.tick;
             hold = c_hold;
             for (int l = 0; l < lanes; ++l) hold = min(hold, lane_tick[l] + 1);
+            probe_after(gw, P_LANES, hold);
         }
     }
     __syncthreads();
