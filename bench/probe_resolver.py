@@ -40,10 +40,14 @@ PHASES = ("entry 3: the stall flag, the barrier", "raw updates from the control 
           "entry 2: lane ticks (device)")
 
 
+def _reset(upd: object) -> None:
+    upd._tiles["gw"][W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0  # type: ignore[attr-defined]
+
+
 def _report(title: str, upd: object) -> None:
     gw = upd._tiles["gw"].get()  # type: ignore[attr-defined]
     sums, counts = gw[W_PROBE:W_PROBE + P_MAX], gw[W_PROBE + P_MAX:W_PROBE + 2 * P_MAX]
-    launches = max(int(counts[2]), 1)
+    launches = max(int(counts[PHASES.index("load_meta")]), 1)   # one mark a launch
     total = sums[:len(PHASES)].sum() / 1e3
     print(f"== {title}: {launches} launches, {total / launches:.1f} us a launch "
           f"(block 0, entry to tail)")
@@ -52,7 +56,7 @@ def _report(title: str, upd: object) -> None:
             print(f"  {name:38s} {sums[k] / 1e3 / launches:9.2f} us a launch "
                   f"({counts[k] / launches:.2f} marks a launch, "
                   f"{sums[k] / counts[k] / 1e3:.2f} us each)")
-    upd._tiles["gw"][W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0  # type: ignore[attr-defined]
+    _reset(upd)
 
 
 def _updater(eng: object) -> object:
@@ -64,9 +68,16 @@ def one_at_a_time(title: str, graph: object, queries: list, stream: object, b: i
     chunks = list(iter_chunks(stream, b))  # type: ignore[arg-type]
     for c in chunks[:20]:
         eng.apply(c)
-    _updater(eng)._tiles["gw"][W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0  # type: ignore[attr-defined]
+    _reset(_updater(eng))
     for c in chunks[20:20 + 1000]:
         eng.apply(c)
+    _report(title, _updater(eng))
+
+
+def all_at_once(title: str, graph: object, queries: list, stream: object, b: int) -> None:  # type: ignore[type-arg]
+    eng = engine("gpu", graph, queries, CountMode.EMBEDDINGS)  # type: ignore[arg-type]
+    for p in [eng.submit(c) for c in iter_chunks(stream, b)]:  # type: ignore[arg-type]
+        p.result()
     _report(title, _updater(eng))
 
 
@@ -74,26 +85,19 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--enron":
         d = Path(sys.argv[2])
         graph = read_graph(d / "initial_graph.graph")
+        q = read_query(d / "query_graph-0.graph")
         for name in ("insertion", "deletion"):
             stream = read_stream(d / f"{name}_graph.graph")
-            q = read_query(d / "query_graph-0.graph")
             for b in (len(stream), 4096, 64):
-                eng = engine("gpu", graph, [q], CountMode.EMBEDDINGS)
-                pend = [eng.submit(c) for c in iter_chunks(stream, b)]
-                for p in pend:
-                    p.result()
-                _report(f"Enron q0 {name}, b={b}, pipelined", _updater(eng))
+                all_at_once(f"Enron q0 {name}, b={b}, pipelined", graph, [q], stream, b)
         return
     ds, qs, stream = _window(1_200_000, 20_000)
     tri = [q for q in qs if q.n == 3]
     for b in (1, 8, 64, 512):
         one_at_a_time(f"generated, triangles, b={b}, one at a time", ds.initial, tri, stream, b)
     for b in (8, 64):
-        eng = engine("gpu", ds.initial, tri, CountMode.EMBEDDINGS)
-        pend = [eng.submit(c) for c in iter_chunks(stream, b)]
-        for p in pend:
-            p.result()
-        _report(f"generated, triangles, b={b}, all submitted at once", _updater(eng))
+        all_at_once(f"generated, triangles, b={b}, all submitted at once", ds.initial, tri,
+                    stream, b)
 
 
 if __name__ == "__main__":

@@ -292,7 +292,7 @@ class DevicePipeline:
                 "q_lo": cp.asarray(plans.query_lo.astype(np.int32)),
                 "q_hi": cp.asarray(plans.query_hi.astype(np.int32)),
                 "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
-                "stall": cp.zeros(D_SIZE, cp.int32),   # the front's words (D_STALL, D_NOUT)
+                "front": cp.zeros(D_SIZE, cp.int32),   # the front's words (D_STALL, D_NOUT)
             }
             for lane in self._lanes:
                 lane.dev = {
@@ -360,11 +360,11 @@ class DevicePipeline:
         mark = mark or _nothing
         mark()
         self._apply((u.grid,), (TILE,), (
-            block.ptr, d["stall"], d["inp"], np.int64(cap), self._lane_tick,
+            block.ptr, d["front"], d["inp"], np.int64(cap), self._lane_tick,
             np.int32(lane.index), np.int32(len(self._lanes)), *resolver))
         mark()
         self._build((1,), (TILE,), (
-            block.ptr, ld["dims"], d["stall"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
+            block.ptr, ld["dims"], d["front"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
             u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"],
@@ -648,7 +648,7 @@ class DevicePipeline:
                 lane.last.synchronize()
         self.stream.synchronize()
         with self.stream:
-            self._dev["stall"][D_STALL:D_STALL + 1].fill(0)
+            self._dev["front"][D_STALL:D_STALL + 1].fill(0)
         c, n = g.block.ctrl, g.n
         buf = np.ascontiguousarray(g.block.inp[:, :n]).ravel()
         ops = self.updater.resume(buf, n, int(c[C_RESUME]), int(c[C_NOUT]), relayout=False)

@@ -37,9 +37,9 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
 _W_WM, _W_MINCHUNK = 5, 8   # kernels/update.cu W_WM, W_MINCHUNK
-#: the grid's words with the diagnostic probes' (W_PROBE + 2 * P_MAX + 1 at most)
-_GW_WORDS = 80
 W_PROBE, P_MAX = 16, 24   # kernels/update.cu
+#: the grid's words with the diagnostic probes' (sums, counts, the last mark, a sink)
+_GW_WORDS = W_PROBE + 2 * P_MAX + 2
 
 
 class UpdaterStats:

@@ -508,7 +508,7 @@ enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_
 #define W_PROBE 16
 #define P_MAX 24
 enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
-       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES, P_COUNT_ };
+       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES };
 #ifdef CSM_PROBES
 __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
