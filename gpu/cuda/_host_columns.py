@@ -55,24 +55,22 @@ def stage_rows(keys, vals, used, op, src, dst, label, first_vertex_op, count, ne
 
 
 @nb.njit(cache=True, nogil=True)
-def insert_multiplicity(inp, n):  # type: ignore[no-untyped-def]
+def insert_multiplicity(inp, n, tally):  # type: ignore[no-untyped-def]
     """The most edge insertions among input rows ``inp[:, :n]`` (op, slot x, slot y) that
     name one vertex: what a launch can add to one version, at most (the device pipeline
-    sizes match_step's rows by it; n, the launch's size, was the bound before)."""
-    ends = np.empty(2 * n, np.int32)
-    k = 0
+    sizes match_step's rows by it; n, the launch's size, was the bound before). ``tally``:
+    zeros, one per slot, left zeroed (a count per slot and a second pass to clear it: the
+    sort of the ends it replaces took 0.3-0.6 ms for a launch of 4,096)."""
+    most = 0
     for i in range(n):
         if inp[0, i] == 0:   # UpdateOp.INSERT_EDGE
-            ends[k] = inp[1, i]
-            ends[k + 1] = inp[2, i]
-            k += 2
-    if k == 0:
-        return 0
-    e = np.sort(ends[:k])
-    most, run = 1, 1
-    for i in range(1, k):
-        run = run + 1 if e[i] == e[i - 1] else 1
-        most = max(most, run)
+            for s in (inp[1, i], inp[2, i]):
+                tally[s] += 1
+                most = max(most, tally[s])
+    for i in range(n):
+        if inp[0, i] == 0:
+            tally[inp[1, i]] = 0
+            tally[inp[2, i]] = 0
     return most
 
 

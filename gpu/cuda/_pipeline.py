@@ -202,7 +202,7 @@ class _Block:
     def __init__(self, cp: Any, cap: int, nq: int, lane: _Lane) -> None:
         self.lane = lane
         self.counts_at = C_HDR + 2 * cap + _OUT_COLS * cap
-        self.ctrl = mapped_zeros(self.counts_at + cap * max(nq, 1), np.dtype(np.int64))
+        self.ctrl = mapped_zeros(self.words(cap, nq), np.dtype(np.int64))
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
         self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
         self.ptr = device_pointer(self.ctrl)
@@ -213,6 +213,10 @@ class _Block:
         #: build_units; the updater's stream) and back (match_step, collect_step; the lane's)
         self.graphs: dict[tuple[int, ...], tuple[Any, Any]] = {}
         self.launch: _Launch | None = None   # the last launch that used it
+
+    @staticmethod
+    def words(cap: int, nq: int) -> int:
+        return C_HDR + 2 * cap + _OUT_COLS * cap + cap * max(nq, 1)
 
 
 class DevicePipeline:
@@ -237,12 +241,14 @@ class DevicePipeline:
         # from another thread (the service waits for device work off its event loop)
         self._lock = threading.RLock()
         self._broken: BaseException | None = None
-        self._blocks: list[_Block | None] = []
+        self._blocks: list[_Block] = []
         self._next = 0
         self._seq = 0
         self._plans: PlanSet | None = None
         self._nq = 0
         self._stride = 0
+        #: insertions per slot while a launch's multiplicity is counted (zero between)
+        self._tally = np.zeros(0, np.int32)
         self._dev: dict[str, Any] = {}
         self._lanes = [_Lane(i, slot) for i, slot in enumerate(ex._slots)]
         self._lane_tick: Any = None
@@ -253,9 +259,10 @@ class DevicePipeline:
         #: meets a full pool collects, on the host path)
         self.collect_garbage = True
         self._gc: Any = None   # the event after the last stream-ordered compaction
+        self._gc_fill = 0      # the pool's fill expected after it and the launches since
         #: pool entries per update that the last launches of several tiles took
         self._took: deque[float] = deque(maxlen=8)
-        self._ahead = 0   # updates of the batch being split into launches
+        self._ahead = 0   # updates of a batch being split into launches, from this part on
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
@@ -281,8 +288,6 @@ class DevicePipeline:
         cp = self.cp
         cap = LAUNCH_CAP
         self._plans, self._nq = plans, nq
-        # pinned and mapped host memory is slow to allocate: blocks come as batches need them
-        self._blocks = [None] * self.depth
         tasks = cap * max(nq, 1)
         pairs = cap * max(int((plans.query_hi - plans.query_lo).sum()), 1)   # all plans
         with self.stream:
@@ -312,6 +317,24 @@ class DevicePipeline:
             if self.updater._ocap < cap + 16:
                 self.updater._grow_out(cap + 16)
         self.stream.synchronize()
+        # the blocks (pinned, mapped memory is slow to allocate: 0.3-0.5 ms each) and
+        # their graphs for the layout now, at registration rather than in the first
+        # batches: a fresh engine's first launches paid both (a one-batch Enron run 3.5
+        # of its 11 ms, and the first responses of a replay 5-7 ms)
+        if any(b.ctrl.size < self._block_words(nq) for b in self._blocks):
+            self._blocks = []
+        self._blocks += [_Block(self.cp, LAUNCH_CAP, nq, self._lanes[i % len(self._lanes)])
+                         for i in range(len(self._blocks), self.depth)]
+        self._next = 0
+        maxlen = int(self.updater.meta[M_MAXLEN])
+        self._stride = max(self._stride, _stride_for(maxlen, 0))
+        for block in self._blocks:
+            block.launch = None
+            self._graphs(block)
+
+    @staticmethod
+    def _block_words(nq: int) -> int:
+        return _Block.words(LAUNCH_CAP, nq)
 
     def _key(self) -> tuple[int, ...]:
         u = self.updater
@@ -404,12 +427,14 @@ class DevicePipeline:
             cap = LAUNCH_CAP
             if len(batch) <= cap:
                 return self._submit(batch, scale)
-            self._ahead = len(batch)   # what a pool grown for its first part must hold
+            parts = []
             try:
-                return SplitTicket(batch, [self._submit(batch.slice(lo, lo + cap), scale)
-                                           for lo in range(0, len(batch), cap)])
+                for lo in range(0, len(batch), cap):
+                    self._ahead = len(batch) - lo   # this part and the later ones
+                    parts.append(self._submit(batch.slice(lo, lo + cap), scale))
             finally:
                 self._ahead = 0
+            return SplitTicket(batch, parts)
 
     def _submit(self, batch: UpdateBatch, scale: npt.NDArray[np.int64]) -> BatchTicket:
         """One batch of at most a launch's capacity into the open launch (under the lock)."""
@@ -431,9 +456,6 @@ class DevicePipeline:
 
     def _new_launch(self) -> _Launch:
         block = self._blocks[self._next]
-        if block is None:
-            block = self._blocks[self._next] = _Block(
-                self.cp, LAUNCH_CAP, self._nq, self._lanes[self._next % len(self._lanes)])
         self._next = (self._next + 1) % len(self._blocks)
         if block.launch is not None and not block.launch.done:
             self._finish(block.launch)
@@ -496,10 +518,12 @@ class DevicePipeline:
         # the longest version now, plus what the launches in flight and this one add to
         # one vertex (its edge insertions naming that vertex; a launch's size before,
         # which made the stride grow, and every block capture again, as launches gathered)
-        g.grow = int(insert_multiplicity(g.block.inp, g.n))
+        if len(self._tally) < self.updater.n_slots:
+            self._tally = np.zeros(2 * self.updater.n_slots, np.int32)
+        g.grow = int(insert_multiplicity(g.block.inp, g.n, self._tally))
         bound = int(self.updater.meta[M_MAXLEN]) + g.grow + sum(x.grow for x in self._flight)
         if bound + 1 > self._stride:
-            self._stride = (bound + max(64, bound // 4, 2 * g.grow) + 31) // 32 * 32
+            self._stride = _stride_for(bound, g.grow)
         self._seq += 1
         g.seq = self._seq
         c = g.block.ctrl
@@ -513,19 +537,23 @@ class DevicePipeline:
         self._flight.append(g)
 
     def _need(self, n: int) -> int:
-        """Pool entries a launch of ``n`` updates may take. The bound: each tile of it
-        builds one new version per vertex it touches (their live entries, at most the
-        longest version each and all of them together, plus two new entries an update);
-        once launches of several tiles have been read, at most 1.25 times the most a
-        recent one took per update (the bound is far above it on hub graphs, where every
-        tile copies the hubs but a tile's versions share them)."""
+        """Pool room a launch of ``n`` updates needs so that its resolver never stops on a
+        full pool. Before each tile the resolver asks for S + S/8 + 11 per update + 64
+        (update.cu, step 1), S being the length of the versions the tile touches (a new
+        version of each, with an eighth of slack); S is at most what is live (and what
+        the launch adds: two entries an update) and at most the longest version per end.
+        Once launches of several tiles have been read, at most 1.25 times the most a
+        recent one took per update, plus the same slack (the bound is far above it on hub
+        graphs, where every tile copies the hubs but a tile's versions share them)."""
         u = self.updater
-        live = int(u.meta[M_POOL_USED]) - int(u.meta[M_GARBAGE])
-        per_tile = min(live, 2 * min(n, TILE) * int(u.meta[M_MAXLEN]))
-        bound = -(-n // TILE) * per_tile + 2 * n
+        tiles = -(-n // TILE)
+        live = int(u.meta[M_POOL_USED]) - int(u.meta[M_GARBAGE]) + 2 * n
+        s = min(live, 2 * min(n, TILE) * (int(u.meta[M_MAXLEN]) + n))
+        slack = 11 * n + 64 * tiles
+        bound = tiles * (s + s // 8) + slack
         if not self._took:   # no launch read yet: the bound
             return bound
-        return min(bound, int(1.25 * max(self._took) * n) + 2 * n)   # the recent rate
+        return min(bound, int(1.25 * max(self._took) * n) + slack)   # the recent rate
 
     def _collect_garbage(self, g: _Launch) -> None:
         """Before launch ``g``: compact the pool in stream order once it is half full (as
@@ -536,10 +564,11 @@ class DevicePipeline:
         waits for the work on every lane so far (it reads the old pool and the version
         words), then packs into the spare pool, doubled until it holds three times what
         stays, and what stays plus what the running launches and ``g`` may take
-        (:meth:`_need`; for a split batch, all its parts; while a compaction is still
-        queued, meta predates it, so only a split batch's part, checked against that
-        older fill, queues another). The host does not wait, and the launches keep their
-        captured graphs (the pools alternate). Two pools take twice the memory: the pool
+        (:meth:`_need`; for a split batch, all its parts). While a compaction is still
+        queued, meta predates it: the fill expected after it (what stays, what the
+        launches before it and since may take) stands in for meta's, so a split batch's
+        later parts queue another only if they do not fit that. The host does not wait,
+        and the launches keep their captured graphs (the pools alternate). Two pools take twice the memory: the pool
         grows only within a share of the free device memory, and without room for the
         second pool collection is left to the host path (a batch that meets a full
         pool)."""
@@ -547,15 +576,23 @@ class DevicePipeline:
         if not self.collect_garbage:
             return
         used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
-        fits = not self._ahead or used + self._need(g.n) <= cap
+        running = [x.n for x in self._flight if x.on_device]   # not yet in meta
         queued = self._gc is not None and not self._gc.done   # meta is older than that one
+        if self._ahead:   # a split batch's part: what is left of the batch must fit
+            fill = self._gc_fill if queued else used + sum(self._need(k) for k in running)
+            fits = fill + self._need(self._ahead) <= cap
+        else:
+            fits = True
         if fits and (queued or 2 * used < cap):
+            if queued:
+                self._gc_fill += self._need(g.n)
             return
-        running = [x.n for x in self._flight if x.on_device]
-        need = self._need(max(g.n, self._ahead)) + sum(self._need(k) for k in running)
-        live = used - int(u.meta[M_GARBAGE]) + 2 * sum(running)
+        kept = used - int(u.meta[M_GARBAGE])
+        before = sum(self._need(k) for k in running)   # resolved before it compacts
+        need = self._need(max(g.n, self._ahead)) + before
+        live = kept + 2 * sum(running)
         grow = cap
-        while grow < 3 * live or grow < live + need:
+        while grow < 3 * live or grow < kept + need:
             grow *= 2
         if grow > cap:
             cp = self.cp
@@ -567,6 +604,7 @@ class DevicePipeline:
             self.stream.wait_event(lane.stream.record())
         try:
             self._gc = u.compact_in_stream(grow if grow > cap else 0)
+            self._gc_fill = kept + before + self._need(g.n)
         except self.cp.cuda.memory.OutOfMemoryError:   # no room for the second pool: the
             self.collect_garbage = False                 # host path collects (full pool)
 
@@ -676,6 +714,12 @@ class DevicePipeline:
         for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
             later.block.ctrl[C_DONE] = 0
             self._launch(later)
+
+
+def _stride_for(bound: int, grow: int) -> int:
+    """Row length of match_step for versions of up to ``bound`` entries, with headroom
+    (a new stride re-captures every block's graphs)."""
+    return (bound + max(64, bound // 4, 2 * grow) + 31) // 32 * 32
 
 
 def _nothing() -> None:
