@@ -173,7 +173,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if found.get(s.topic_updates) != 1:
             raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
         engine = Engine(s.backend, options=ExecutorOptions(
-            graph_budget_bytes=s.gpu_graph_budget_bytes, cache=s.gpu_cache))
+            graph_budget_bytes=s.gpu_graph_budget_bytes, cache=s.gpu_cache,
+            device_graph=s.gpu_device_graph and s.instance_group is None))
         await asyncio.to_thread(warm_up, engine.backend)
         await asyncio.to_thread(warm_up_codecs)
         gc.freeze()   # start-up objects leave the collector's scans: shorter gen-2 pauses

@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     gpu_graph_budget_bytes: int = Field(0, ge=0)
     #: what that cache holds: estimated most-read arrays, highest degrees, or nothing
     gpu_cache: Literal["walk", "degree", "none"] = "walk"
+    #: GPU: the device owns the graph and count-only batches of edge updates take the device
+    #: pipeline (graph updates, matching and collection on the GPU). Off with a graph budget
+    #: or an instance group (catching a shard up rematches held versions: host graph only)
+    gpu_device_graph: bool = True
     #: topic messages taken per engine batch (each holds one or many updates)
     max_poll_records: int = Field(1000, ge=1)
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from .._types import UpdateBatch, UpdateOp
 from ..exceptions import BackendError
 from ..graph import _kernels as K
-from ..graph._host import HostGraph, LoadStats, OpTable, visible_edges
+from ..graph._host import HostGraph, LoadStats, OpTable, ranges, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
 from ._host_columns import note_ext, stage_rows
@@ -246,41 +246,90 @@ class DeviceUpdater:
              dst: npt.ArrayLike, label: npt.ArrayLike) -> LoadStats:
         """Bulk-load the initial graph (empty graph only): built as the host graph builds
         it (same internal ids), then copied once; loaded vertices take slots 0..n-1."""
-        if self.meta[M_NV] or self.meta[M_TICK]:
-            raise BackendError("bulk load needs an empty graph")
+        self._empty("bulk load")
         g = HostGraph()
         stats = g.load(np.asarray(vertex_ids, np.int64), np.asarray(vertex_labels, np.int32),
                        np.asarray(src, np.int64), np.asarray(dst, np.int64),
                        np.asarray(label, np.int32))
-        nv, used = g.num_vertices, g.pool_used
+        nv = g.num_vertices
+        self._install(g, g.vext[:nv], np.arange(nv, dtype=np.int32))
+        return stats
+
+    def restore(self, arrays: dict[str, npt.NDArray[np.generic]]) -> None:
+        """Put back a graph from :meth:`HostGraph.dump` or :meth:`dump` (empty graph only):
+        a snapshot restores on either backend, ticks and ids included. Each external id
+        the snapshot knows takes a slot, in its id table's order."""
+        self._empty("restoring a snapshot")
+        g = HostGraph()
+        g.restore(arrays)
+        known = g.ids.used != 0
+        self._install(g, g.ids.keys[known], g.ids.vals[known])
+
+    def _empty(self, what: str) -> None:
+        if self.meta[M_NV] or self.meta[M_TICK]:
+            raise BackendError(f"{what} needs an empty graph")
+
+    def _install(self, g: HostGraph, ext: npt.NDArray[np.int64],
+                 vid: npt.NDArray[np.int32]) -> None:
+        """Copy host graph ``g`` to the device; slot i names external id ``ext[i]``, whose
+        internal id is ``vid[i]`` (-1: none now, the vertex was deleted)."""
+        nv, used, ns = g.num_vertices, g.pool_used, len(ext)
+        by_ext = np.argsort(ext, kind="stable")   # every internal id's slot: its ext's
+        vslot = by_ext[np.searchsorted(ext, g.vext[:nv], sorter=by_ext)].astype(np.int32)
         with self.stream:
             if used * 3 > self._pcap:
                 self._alloc_pool(max(3 * used, 4096))
             if nv + max(1024, nv // 4) > self._vcap:
                 self._grow_vertices(nv + max(1024, nv // 4))
-            if nv > self._scap:
-                self._grow_slots(2 * nv)
+            if ns > self._scap:
+                self._grow_slots(2 * ns)
             for name in ("key", "elab", "ct", "dt"):
                 getattr(self, name)[:used].set(getattr(g, name)[:used], stream=self.stream)
             words = (g.seg_off[:nv].astype(np.int64) << SEG_BITS) | g.seg_len[:nv]
             for dev, host in ((self.seg, words), (self.vlabel, g.vlabel[:nv]),
                               (self.off, g.seg_off[:nv]), (self.len, g.seg_len[:nv]),
-                              (self.cap, g.seg_cap[:nv]), (self.vbatch, g.seg_batch[:nv]),
+                              (self.cap, g.seg_cap[:nv]), (self.vbatch, np.full(nv, -1)),
                               (self.vdeg, g.vdeg[:nv]), (self.valive, g.valive[:nv]),
-                              (self.vext, g.vext[:nv]),
-                              (self.vslot, np.arange(nv, dtype=np.int32)),
-                              (self.slot_vid, np.arange(nv, dtype=np.int32)),
-                              (self.slot_ext, g.vext[:nv])):
-                dev[:nv].set(np.ascontiguousarray(host), stream=self.stream)
-        self.ids.reserve(nv)
-        intern_bulk(self.ids.keys, self.ids.vals, self.ids.used, g.vext[:nv])  # vertex i: slot i
-        self.n_slots = self.ids.count = nv
-        self.meta[M_NV] = nv
-        self.meta[M_POOL_USED] = used
-        self.meta[M_NEDGES] = g.num_edges
-        self.meta[M_MAXLEN] = g.max_degree_bound()
+                              (self.vext, g.vext[:nv]), (self.vslot, vslot),
+                              (self.slot_vid, vid), (self.slot_ext, ext)):
+                dev[:len(host)].set(np.ascontiguousarray(host, dev.dtype), stream=self.stream)
+        self.ids.reserve(ns)
+        intern_bulk(self.ids.keys, self.ids.vals, self.ids.used, ext)   # ext[i]: slot i
+        self.n_slots = self.ids.count = ns
+        for word, value in ((M_NV, nv), (M_POOL_USED, used), (M_NEDGES, g.num_edges),
+                            (M_MAXLEN, g.max_degree_bound()), (M_TICK, g.tick),
+                            (M_WATERMARK, g.watermark), (M_GARBAGE, g.garbage)):
+            self.meta[word] = value
         self.stream.synchronize()
-        return stats
+
+    def dump(self) -> dict[str, npt.NDArray[np.generic]]:
+        """The graph as :meth:`HostGraph.dump` lays it out (current versions packed in
+        vertex order, the id table mapping external to internal ids), so a snapshot taken
+        on the GPU restores on either backend. Nothing may be in flight."""
+        cp, nv, ns = self.cp, int(self.meta[M_NV]), self.n_slots
+        off, ln = self.off[:nv].get(), self.len[:nv].get()
+        new_off = np.cumsum(ln, dtype=np.int64) - ln
+        m = int(ln.sum())
+        with self.stream:
+            at = cp.asarray(ranges(off, ln.astype(np.int64)))
+            pool = {f"p_{n}": getattr(self, n)[at].get(stream=self.stream) for n, _ in self._POOL}
+            vert = {f"v_{n}": getattr(self, n)[:nv].get(stream=self.stream)
+                    for n in ("vlabel", "vext", "valive", "vdeg")}
+            slot_vid = self.slot_vid[:ns].get(stream=self.stream)
+        self.stream.synchronize()
+        meta = np.zeros(K.META_SIZE, np.int64)
+        for word, value in ((K.NV, nv), (K.POOL_USED, m), (K.TICK, self.meta[M_TICK]),
+                            (K.WATERMARK, self.meta[M_WATERMARK]), (K.IDCOUNT, ns),
+                            (K.NEDGES, self.meta[M_NEDGES])):
+            meta[word] = value
+        known = self.ids.used != 0
+        vals = np.zeros_like(self.ids.vals)
+        vals[known] = slot_vid[self.ids.vals[known]]
+        return {"meta": meta, "order": np.arange(nv, dtype=np.int32),
+                "packed_end": np.int64(m), **vert, "v_seg_off": new_off, "v_seg_len": ln,
+                "v_seg_cap": ln.copy(), "v_seg_batch": np.full(nv, -1, np.int64), **pool,
+                "id_keys": self.ids.keys.copy(), "id_vals": vals,
+                "id_used": self.ids.used.copy(), "id_count": np.int64(ns)}
 
     # -- updates --------------------------------------------------------------------------
     def stage(self, batch: UpdateBatch, inp: npt.NDArray[np.int32], at: int) -> None:
@@ -518,6 +567,15 @@ class DeviceGraphView:
         stats = self.store.load(vertex_ids, vertex_labels, src, dst, label)
         self.vext = self.store.vext[: max(1, self.num_vertices)].get()
         return stats
+
+    def dump(self) -> dict[str, npt.NDArray[np.generic]]:
+        """:meth:`DeviceUpdater.dump` (nothing in flight: the engine reads every batch it
+        submitted before a snapshot)."""
+        return self.store.dump()
+
+    def restore(self, arrays: dict[str, npt.NDArray[np.generic]]) -> None:
+        self.store.restore(arrays)
+        self.vext = self.store.vext[: max(1, self.num_vertices)].get()
 
     def apply(self, batch: UpdateBatch) -> OpTable:
         ops = self.store.apply(batch)

@@ -30,10 +30,15 @@ def _dataset(seed: int):  # type: ignore[no-untyped-def]
                               max_query=4, insert_ratio=0.3, delete_ratio=0.1, seed=seed))
 
 
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def test_rest_and_kafka_updates_give_the_engines_deltas(
-        service: Callable[..., Running], broker: EmbeddedBroker, tmp_path: Path) -> None:
+        service: Callable[..., Running], broker: EmbeddedBroker, tmp_path: Path,
+        backend: str) -> None:
+    """On the GPU the queries only count, so the edge batches take the device pipeline
+    (the device owns the graph; vertex operations take its host path)."""
     ds = _dataset(5)
-    svc = service()
+    svc = service(backend=backend)
+    listing = backend == "cpu"
     s = svc.settings
     gfile = tmp_path / "g.graph"
     with gfile.open("w") as f:
@@ -41,7 +46,7 @@ def test_rest_and_kafka_updates_give_the_engines_deltas(
     with svc.client() as c:
         loaded = c.load_graph(gfile)
         assert loaded["edges"] == ds.initial.num_edges
-        qids = [c.register(query_doc(q, list_matches=True, max_matches_per_update=100_000,
+        qids = [c.register(query_doc(q, list_matches=listing, max_matches_per_update=100_000,
                                      count=mode))["id"]
                 for (_, q), mode in zip(ds.queries, ["subgraphs", "embeddings", "subgraphs"],
                                    strict=True)]
