@@ -96,6 +96,10 @@ class GpuConfig:
     #: next launch (group commit; each batch keeps its own results). 0: they gather until
     #: one of them is read or the launch is full
     pipeline_busy: int = 2
+    #: seconds the device resolver's blocks wait at one of their barriers before the
+    #: launch fails (they must all run at once; where they cannot, e.g. under an MPS share
+    #: smaller than the GPU, a clear error instead of a hang; 0: no limit)
+    resolver_timeout_s: float = 30.0
 
 
 class _Slot:
@@ -176,7 +180,8 @@ class GpuExecutor:
         self.owned_graph: DeviceGraphView | None = None
         self._pipeline: DevicePipeline | None = None
         if c.device_graph and not c.graph_budget_bytes:
-            self.graph = DeviceUpdater(stream=self.update_stream)
+            self.graph = DeviceUpdater(stream=self.update_stream,
+                                       timeout_s=c.resolver_timeout_s)
             self.owned_graph = DeviceGraphView(self.graph)
         else:
             self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)

@@ -45,7 +45,16 @@ from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import device_pointer, mapped_zeros
 from ._host_columns import insert_multiplicity, read_batch
-from ._updater import DONE, M_GARBAGE, M_MAXLEN, M_POOL_USED, DeviceGraphView, DeviceUpdater
+from ._updater import (
+    DONE,
+    FAULT,
+    M_GARBAGE,
+    M_MAXLEN,
+    M_POOL_USED,
+    DeviceGraphView,
+    DeviceUpdater,
+    fault_error,
+)
 from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 
 if TYPE_CHECKING:
@@ -507,8 +516,8 @@ class DevicePipeline:
 
     def _check(self) -> None:
         if self._broken is not None:
-            raise BackendError("the device pipeline stopped: starting a launch failed "
-                               f"({self._broken}); its batches have no results") from self._broken
+            raise BackendError(f"the device pipeline stopped ({self._broken}); batches "
+                               "not yet read have no results") from self._broken
 
     def _start(self, g: _Launch) -> None:
         """Launch the gathered batches (the open launch)."""
@@ -654,6 +663,9 @@ class DevicePipeline:
             head = self._flight[0]
             head.event.synchronize()
             code = int(head.block.ctrl[C_CODE])
+            if code == FAULT:   # the graph is in doubt: this and every later call fail
+                self._broken = fault_error(self.updater.grid, self.updater.barrier_timeout)
+                raise self._broken
             if code == DONE:
                 self._read(head)
             elif code == SKIPPED:   # pragma: no cover - a failed batch is always taken first

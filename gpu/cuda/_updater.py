@@ -35,11 +35,20 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 (M_NV, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE, M_MAXLEN, M_RESUME,
  M_NOUT, M_CODE, M_LAUNCH, M_RECLAIMED, M_SIZE) = range(14)
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
+FAULT = 5   # the resolver's grid barrier timed out
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
-_W_WM, _W_MINCHUNK = 5, 8   # kernels/update.cu W_WM, W_MINCHUNK
+_W_WM, _W_MINCHUNK, _W_FAULT, _W_TIMEOUT = 5, 8, 9, 10   # kernels/update.cu W_*
 W_PROBE, P_MAX = 16, 24   # kernels/update.cu
 #: the grid's words with the diagnostic probes' (sums, counts, the last mark, a sink)
 _GW_WORDS = W_PROBE + 2 * P_MAX + 2
+
+
+def fault_error(blocks: int, timeout_s: float) -> BackendError:
+    """What a FAULT means: some of the resolver's blocks never ran beside the others."""
+    return BackendError(
+        f"the device resolver's {blocks} blocks waited more than {timeout_s:g} s at a "
+        "barrier: they cannot all run at once on this GPU (an MPS share or another "
+        "context holding SMs?); the device graph is in doubt and takes no more updates")
 
 
 class UpdaterStats:
@@ -122,7 +131,8 @@ class DeviceUpdater:
     o_reason: Any
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
-                 stream: Any = None, parallel: bool = True, chunk: int = 128) -> None:
+                 stream: Any = None, parallel: bool = True, chunk: int = 128,
+                 timeout_s: float = 30.0) -> None:
         self.cp = cp = cupy_or_raise()
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         #: resolve edge-only tiles in parallel (``apply_batch``) or every update on one warp
@@ -154,6 +164,7 @@ class DeviceUpdater:
             #: entries of an old version one warp copies at least (a multiple of 128; the
             #: kernel raises it on tiles whose versions would make too many chunks)
             self._tiles["gw"][_W_MINCHUNK] = chunk
+            self.barrier_timeout = timeout_s
             self._alloc_pool(max(16, pool_capacity))
             self._vcap = 0
             self._grow_vertices(max(16, vertex_capacity))
@@ -171,6 +182,16 @@ class DeviceUpdater:
         self._pcap = cap
         self._spare = None
         self._pools = 1   # pools of this generation (the spare is the second)
+
+    @property
+    def barrier_timeout(self) -> float:
+        """Seconds the resolver's blocks wait at a barrier before the launch faults."""
+        return int(self._tiles["gw"][_W_TIMEOUT].get()) / 1e9
+
+    @barrier_timeout.setter
+    def barrier_timeout(self, seconds: float) -> None:
+        with self.stream:
+            self._tiles["gw"][_W_TIMEOUT] = int(seconds * 1e9)
 
     @property
     def pool_capacity(self) -> int:
@@ -388,6 +409,8 @@ class DeviceUpdater:
                     self._grow_out(2 * self._ocap + int(cp.max(self.vdeg).get()) + 16)
                 elif code == NEED_VERTEX:
                     self._grow_vertices(2 * self._vcap)
+                elif code == FAULT:
+                    raise fault_error(self.grid, self.barrier_timeout)
                 else:  # pragma: no cover - the kernel writes only the codes above
                     raise BackendError(f"device updater returned code {code}")
         return self._ops(n_out)

@@ -204,3 +204,25 @@ def test_a_batch_larger_than_a_launch_goes_in_parts_read_as_one() -> None:
         for f in ("updates", "applied", "ignored", "rejected", "positive", "negative"):
             assert getattr(want.stats, f) == getattr(got[k].stats, f), (k, f)
     assert gpu.executor._pipeline.recoveries == 0   # type: ignore[attr-defined]
+
+
+def test_a_resolver_grid_that_cannot_all_run_fails_instead_of_hanging() -> None:
+    """More resolver blocks than the GPU holds at once (as under an MPS share smaller than
+    the GPU): their barrier times out, and the batch, every later one and the host path
+    raise a clear error instead of waiting for ever."""
+    from gpu.exceptions import BackendError
+
+    gpu = Engine("gpu", options=ExecutorOptions(device_graph=True))
+    updater = gpu.executor.graph   # type: ignore[attr-defined]
+    updater.grid *= 8              # 8 blocks an SM; one of TILE threads fits
+    updater.barrier_timeout = 0.2
+    gpu.register(QuerySpec(triangle(), CountMode.EMBEDDINGS))   # captured with that grid
+    stream = raw_stream(6, 3 * 4096, 3000, vertex_ops=0.0)
+    first = gpu.submit(stream.slice(0, 4096))
+    later = gpu.submit(stream.slice(4096, 8192))
+    with pytest.raises(BackendError, match="cannot all run at once"):
+        first.result()
+    with pytest.raises(BackendError, match="cannot all run at once"):
+        later.result()
+    with pytest.raises(BackendError, match="cannot all run at once"):
+        updater.apply(stream.slice(8192, len(stream)))

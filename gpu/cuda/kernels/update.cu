@@ -39,6 +39,8 @@
 #define NEED_POOL 1
 #define NEED_OUT 2
 #define NEED_VERTEX 3
+// the grid's barrier timed out (its blocks could not all run at once): the graph is in doubt
+#define FAULT 5
 
 // meta words (kept in device memory between launches; the host reads them back)
 enum { M_NV = 0, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE,
@@ -498,9 +500,11 @@ struct Scratch {   // device memory the host allocates with the graph
 // the grid's words: the tile's state for every block (two, by the parity of the round: a
 // round without step 5 has one barrier, and block 0 writes the next round's state while
 // the others may still read this one's), step 5's sizes, the longest version built, the
-// watermark, the barrier; the host's least chunk (entries, rounded up to SUB)
+// watermark, the barrier; the host's least chunk (entries, rounded up to SUB); the fault
+// flag (sticky: set when a barrier waited longer than the host's W_TIMEOUT nanoseconds;
+// 0: no limit)
 enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_GEN,
-       W_MINCHUNK, W_SIZE };
+       W_MINCHUNK, W_FAULT, W_TIMEOUT, W_SIZE };
 // Diagnostic probes (compiled in with CSM_CUDA_PROBES=1, gpu/cuda/kernels/__init__.py):
 // thread 0 of block 0 adds the nanoseconds since its previous mark to word W_PROBE + k and
 // counts the mark at W_PROBE + P_MAX + k (bench/probe_resolver.py reads them). Off, a mark
@@ -767,11 +771,18 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
 // most one block per SM and each SM fits one, so all are resident once other kernels'
 // blocks retire). Stores before it are visible after it on every block (cooperative
 // groups' grid sync: block barrier, fence, arrive, spin, fence, block barrier).
-__device__ void grid_sync(unsigned long long* gw, int blocks) {
+// A barrier across the resolver's blocks; false once the grid has faulted. Every block
+// must be resident at once (one per SM, at most the SMs counted at start-up): where fewer
+// can run (an MPS share, another grid holding SMs for good) the waiting ones would spin
+// for ever, so a wait longer than W_TIMEOUT sets the sticky fault flag, every block leaves,
+// and the launch reports FAULT instead of hanging.
+__device__ bool grid_sync(unsigned long long* gw, int blocks) {
+    __shared__ int faulted;
     __syncthreads();
-    if (blocks == 1) return;
+    if (blocks == 1) return true;
     if (threadIdx.x == 0) {
         volatile unsigned long long* gen = gw + W_GEN;
+        volatile unsigned long long* fault = gw + W_FAULT;
         unsigned long long g0 = *gen;
         __threadfence();
         if (atomicAdd(gw + W_ARRIVED, 1ULL) == (unsigned long long)blocks - 1) {
@@ -779,11 +790,19 @@ __device__ void grid_sync(unsigned long long* gw, int blocks) {
             __threadfence();
             atomicAdd(gw + W_GEN, 1ULL);
         } else {
-            while (*gen == g0) __nanosleep(20);
+            unsigned long long t0, now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+            while (*gen == g0 && !*fault) {
+                __nanosleep(20);
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+                if (gw[W_TIMEOUT] && now - t0 > gw[W_TIMEOUT]) atomicExch(gw + W_FAULT, 1ULL);
+            }
         }
         __threadfence();
+        faulted = *fault != 0;
     }
     __syncthreads();
+    return !faulted;
 }
 
 // Resolve the edge-only tile [t0, t0 + nt) in parallel; returns DONE or what is full.
@@ -1141,7 +1160,10 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                 vw[W_WM] = sh.s.watermark;
             }
         }
-        grid_sync(x.gw, blocks);
+        if (!grid_sync(x.gw, blocks)) {
+            code = FAULT;
+            break;
+        }
         int state = (int)vw[W_STATE + (round & 1)];
         if (state == T_STOP) {
             probe(x.gw, P_STOP);
@@ -1152,16 +1174,22 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         int items = (int)vw[W_ITEMS];
         long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
         for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
-        grid_sync(x.gw, blocks);
+        if (!grid_sync(x.gw, blocks)) {
+            code = FAULT;
+            break;
+        }
         probe(x.gw, P_COUNT);
         for (int it = gwarp; it < items; it += nwarps) build_chunk(g, x, x.gw, chunk, w, it, lane);
-        grid_sync(x.gw, blocks);
+        if (!grid_sync(x.gw, blocks)) {
+            code = FAULT;
+            break;
+        }
         probe(x.gw, P_BUILD);
     }
     if (lead) {
         __threadfence();
         __syncthreads();
-        publish_touched(g, touched, sh.s.touched, t, TILE);
+        if (code != FAULT) publish_touched(g, touched, sh.s.touched, t, TILE);
         if (t == 0) {
             sh.s.pool_used = (long long)sh.pool_used;
             sh.s.garbage = (long long)sh.garbage;
