@@ -87,7 +87,8 @@ class GpuConfig:
     walk: WalkConfig = WalkConfig()
     #: the device owns the graph: raw updates are resolved and versions built on the GPU
     #: (kernels/update.cu), so no host updater or install runs per batch. Off, or with a
-    #: graph budget (out-of-core), the host updater resolves and the device mirrors it.
+    #: graph budget (out-of-core), the host updater resolves and the device mirrors it
+    #: (off here for the library's users; ``csm serve`` turns it on: CSM_GPU_DEVICE_GRAPH)
     device_graph: bool = False
     #: with a device-owned graph, count-only batches go through the device pipeline
     #: (gpu/cuda/_pipeline.py: captured launches); this many launches are in flight at most
@@ -171,6 +172,9 @@ class GpuExecutor:
         # the highest priority (CUDA clamps the number): resolving the next batch is on
         # the critical path, matching of earlier batches on the slot streams is not
         self.update_stream = cp.cuda.Stream(non_blocking=True, priority=-(1 << 10))
+        if c.resolver_timeout_s < 0:
+            raise BackendError(f"resolver_timeout_s must be >= 0 (0: no limit), not "
+                               f"{c.resolver_timeout_s}")
         if not 1 <= c.cache_slots <= c.depth:
             raise BackendError(f"cache_slots must be 1..depth ({c.depth}), not {c.cache_slots}")
         #: the graph the kernels read: device-owned (updated on the GPU) or a host mirror

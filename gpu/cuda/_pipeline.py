@@ -186,6 +186,10 @@ class _Launch:
         self.event: Any = None    # after its collect_step, once launched
         self.marks: list[Any] = []
         self.done = False     # every ticket has its result
+        #: it holds a part of a batch split into launches, and this many of that batch's
+        #: updates come after it (the pool must hold the rest of the batch too)
+        self.split = False
+        self.after = 0
 
     @property
     def on_device(self) -> bool:
@@ -271,7 +275,8 @@ class DevicePipeline:
         self._gc_fill = 0      # the pool's fill expected after it and the launches since
         #: pool entries per update that the last launches of several tiles took
         self._took: deque[float] = deque(maxlen=8)
-        self._ahead = 0   # updates of a batch being split into launches, from this part on
+        #: while a batch is split into launches: its updates after the part being staged
+        self._after: int | None = None
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
@@ -294,9 +299,16 @@ class DevicePipeline:
         if plans is self._plans:
             return
         self.drain()
+        self._plans, self._nq = plans, nq
+        try:
+            self._setup(plans, nq)
+        except BaseException:   # half set up: the next batch or registration tries again
+            self._plans = None
+            raise
+
+    def _setup(self, plans: PlanSet, nq: int) -> None:
         cp = self.cp
         cap = LAUNCH_CAP
-        self._plans, self._nq = plans, nq
         tasks = cap * max(nq, 1)
         pairs = cap * max(int((plans.query_hi - plans.query_lo).sum()), 1)   # all plans
         with self.stream:
@@ -439,10 +451,10 @@ class DevicePipeline:
             parts = []
             try:
                 for lo in range(0, len(batch), cap):
-                    self._ahead = len(batch) - lo   # this part and the later ones
+                    self._after = max(0, len(batch) - lo - cap)
                     parts.append(self._submit(batch.slice(lo, lo + cap), scale))
             finally:
-                self._ahead = 0
+                self._after = None
             return SplitTicket(batch, parts)
 
     def _submit(self, batch: UpdateBatch, scale: npt.NDArray[np.int64]) -> BatchTicket:
@@ -457,6 +469,8 @@ class DevicePipeline:
         o = g.n
         self.updater.stage(batch, g.block.inp, o)
         g.n += n
+        if self._after is not None:
+            g.split, g.after = True, self._after
         ticket = BatchTicket(self, g, batch, o, scale)
         g.tickets.append(ticket)
         if not self._busy():
@@ -573,23 +587,23 @@ class DevicePipeline:
         waits for the work on every lane so far (it reads the old pool and the version
         words), then packs into the spare pool, doubled until it holds three times what
         stays, and what stays plus what the running launches and ``g`` may take
-        (:meth:`_need`; for a split batch, all its parts). While a compaction is still
-        queued, meta predates it: the fill expected after it (what stays, what the
+        (:meth:`_need`; for a part of a split batch, the rest of the batch too). While a
+        compaction is still queued, meta predates it: the fill expected after it (what stays, what the
         launches before it and since may take) stands in for meta's, so a split batch's
         later parts queue another only if they do not fit that. The host does not wait,
-        and the launches keep their captured graphs (the pools alternate). Two pools take twice the memory: the pool
-        grows only within a share of the free device memory, and without room for the
-        second pool collection is left to the host path (a batch that meets a full
-        pool)."""
+        and the launches keep their captured graphs (the pools alternate). Two pools take
+        twice the memory: the pool grows only within a share of the free device memory,
+        and without room for the second pool collection is left to the host path (a
+        batch that meets a full pool)."""
         u = self.updater
         if not self.collect_garbage:
             return
         used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
         running = [x.n for x in self._flight if x.on_device]   # not yet in meta
         queued = self._gc is not None and not self._gc.done   # meta is older than that one
-        if self._ahead:   # a split batch's part: what is left of the batch must fit
+        if g.split:   # a part of a split batch: it and the rest of the batch must fit
             fill = self._gc_fill if queued else used + sum(self._need(k) for k in running)
-            fits = fill + self._need(self._ahead) <= cap
+            fits = fill + self._need(g.n + g.after) <= cap
         else:
             fits = True
         if fits and (queued or 2 * used < cap):
@@ -598,7 +612,7 @@ class DevicePipeline:
             return
         kept = used - int(u.meta[M_GARBAGE])
         before = sum(self._need(k) for k in running)   # resolved before it compacts
-        need = self._need(max(g.n, self._ahead)) + before
+        need = self._need(g.n + g.after) + before
         live = kept + 2 * sum(running)
         grow = cap
         while grow < 3 * live or grow < kept + need:
@@ -701,7 +715,11 @@ class DevicePipeline:
             self._dev["front"][D_STALL:D_STALL + 1].fill(0)
         c, n = g.block.ctrl, g.n
         buf = np.ascontiguousarray(g.block.inp[:, :n]).ravel()
-        ops = self.updater.resume(buf, n, int(c[C_RESUME]), int(c[C_NOUT]), relayout=False)
+        try:
+            ops = self.updater.resume(buf, n, int(c[C_RESUME]), int(c[C_NOUT]), relayout=False)
+        except BackendError as exc:   # a fault: the graph is in doubt, nothing more runs
+            self._broken = exc
+            raise
         self.recoveries += 1
         plans = self._plans
         assert plans is not None

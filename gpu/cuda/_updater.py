@@ -287,7 +287,7 @@ class DeviceUpdater:
         self._install(g, g.ids.keys[known], g.ids.vals[known])
 
     def _empty(self, what: str) -> None:
-        if self.meta[M_NV] or self.meta[M_TICK]:
+        if self.meta[M_NV] or self.meta[M_TICK] or self.n_slots:
             raise BackendError(f"{what} needs an empty graph")
 
     def _install(self, g: HostGraph, ext: npt.NDArray[np.int64],

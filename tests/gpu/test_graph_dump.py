@@ -34,7 +34,6 @@ def test_restored_graph_matches_like_the_original(seed: int) -> None:
     assert all(np.array_equal(x, y) for x, y in zip(ea, eb, strict=True))
 
 
-
 def _edge_set(eng: Engine) -> np.ndarray:
     a, b, el = eng.graph.alive_edges()
     return np.unique(np.stack([a, b, el], axis=1), axis=0)

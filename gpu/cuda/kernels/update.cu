@@ -1107,9 +1107,11 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     __syncthreads();
     probe(x.gw, P_META);
     long long i = i0, n_out = n_out0;
-    int code = DONE;
+    // a grid that faulted before (sticky) changes nothing more, however few its blocks
+    bool faulted = vw[W_FAULT] != 0;
+    int code = faulted ? FAULT : DONE;
     int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = blocks * NWARPS;
-    for (int round = 0;; ++round) {
+    for (int round = 0; !faulted; ++round) {
         if (lead) {
             int state = T_STOP;
             int nt = (int)min((long long)TILE, n - i);
