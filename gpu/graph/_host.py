@@ -217,7 +217,7 @@ class HostGraph:
         while True:
             i, n_out, code = K.apply_batch(
                 i, n_out, batch.op, batch.src, batch.dst, batch.label,
-                self.ids.keys, self.ids.vals, self.ids.used, self.meta,
+                self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.meta,
                 self.vlabel, self.vext, self.valive, self.vdeg,
                 self.seg_off, self.seg_len, self.seg_cap, self.seg_batch,
                 self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays())
@@ -291,6 +291,7 @@ class HostGraph:
         self.meta[K.NV] = nv
         self.meta[K.IDCOUNT] = nv
         self.ids.count = nv
+        self.ids.index_direct()
         a = rank[np.searchsorted(uniq, src)]
         b = rank[np.searchsorted(uniq, dst)]
         loops = a == b
@@ -361,6 +362,7 @@ class HostGraph:
         self.ids.vals = np.array(a["id_vals"], np.int32)
         self.ids.used = np.array(a["id_used"], np.uint8)
         self.ids.count = int(a["id_count"])
+        self.ids.index_direct()
         in_place = self.meta[K.IN_PLACE]
         self.meta[:] = meta
         self.meta[K.IN_PLACE] = in_place          # the executor's choice, not the dump's
