@@ -408,7 +408,10 @@ class _OutBuffers:
              ("status", np.int8), ("reason", np.int8))
 
     def __init__(self, cap: int) -> None:
-        self.cols = [np.zeros(cap, dt) for _, dt in self._spec]
+        # uninitialised: apply_batch writes every column of a row before counting it,
+        # and only counted rows are read (zeroing and copying 10 columns of a batch of
+        # 18k updates cost 0.27 ms)
+        self.cols = [np.empty(cap, dt) for _, dt in self._spec]
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         return self.cols
@@ -417,11 +420,12 @@ class _OutBuffers:
         cap = max(cap, 2 * len(self.cols[0]))
         new = []
         for c in self.cols:
-            d = np.zeros(cap, c.dtype)
+            d = np.empty(cap, c.dtype)
             d[: len(c)] = c
             new.append(d)
         self.cols = new
 
     def table(self, n: int) -> OpTable:
-        return OpTable(**{name: c[:n].copy() for (name, _), c in zip(self._spec, self.cols,
-                                                                     strict=True)})
+        """The first n rows, as views: the buffers are the table's alone."""
+        return OpTable(**{name: c[:n] for (name, _), c in zip(self._spec, self.cols,
+                                                              strict=True)})
