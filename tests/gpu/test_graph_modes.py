@@ -77,3 +77,47 @@ def test_in_place_from_tiny_capacities() -> None:
     # the pool fills during the merge (resumed after a collection or growth)
     _run(None, raw_stream(seed=5, n=6000, ids=300, hub_every=3), [1, 2500, 31, 4096],
          vcap=16, pcap=16, lag=2)
+
+
+@pytest.mark.parametrize("copy_on_write", [False, True])
+def test_direct_id_index_resolves_like_the_table_alone(copy_on_write: bool) -> None:
+    """Small dense external ids are looked up in a direct array that mirrors the id
+    table. On a loaded graph with ids 0..n-1 and a stream whose ids fall below, inside
+    and past the array's end (and negative, and huge), with vertex deletions and
+    re-creations, every primitive update and version equals the table's alone, and the
+    array (a restored graph's too) holds what the table holds."""
+    ds = generate(GenConfig(vertices=600, edges=3000, labels=3, queries=1,
+                            insert_ratio=0.3, delete_ratio=0.1, seed=4))
+    raw = raw_stream(seed=9, n=6000, ids=3000, hub_every=11)
+    small = (raw.src - (1 << 40)) // 1_000_003, (raw.dst - (1 << 40)) // 1_000_003
+    ends = []
+    for x, big in zip(small, (raw.src, raw.dst), strict=True):
+        e = x.copy()                        # 0..2999: the array covers about 0..1623
+        e[x % 13 == 0] = big[x % 13 == 0]   # huge ids: the table only
+        e[x % 17 == 0] = -x[x % 17 == 0] - 1
+        ends.append(e)
+    stream = UpdateBatch.build(raw.seq, raw.op, ends[0], ends[1], raw.label)
+    g = ds.initial
+    both = [_graph(copy_on_write, g, 1024, 4096) for _ in range(2)]
+    assert len(both[0].ids.direct) > 600
+    both[1].ids.direct = both[1].ids.direct[:0]
+    for k, (chunk, w) in enumerate(lagged_batches(stream, [1, 97, 1000], 2,
+                                                  lambda: both[0].tick), 1):
+        ops = []
+        for h in both:
+            h.set_watermark(w)
+            ops.append(h.apply(chunk))
+        for name in ("raw", "op", "a", "b", "status", "reason", "tick"):
+            assert np.array_equal(getattr(ops[0], name), getattr(ops[1], name)), name
+        if k == 5:   # a restored graph builds its array from the table
+            r = HostGraph()
+            r.copy_on_write = copy_on_write
+            r.restore({key: np.array(v) for key, v in both[0].dump().items()})
+            both[0] = r
+        for h in both:
+            xs = np.arange(len(h.ids.direct), dtype=np.int64)
+            assert np.array_equal(h.ids.direct, h.ids.lookup(xs))
+    nv = both[0].num_vertices
+    assert nv == both[1].num_vertices
+    hv, tv = host_versions(both[0]), host_versions(both[1])
+    assert all(np.array_equal(hv[v], tv[v]) for v in range(nv))
