@@ -342,7 +342,7 @@ class DevicePipeline:
         # their graphs for the layout now, at registration rather than in the first
         # batches: a fresh engine's first launches paid both (a one-batch Enron run 3.5
         # of its 11 ms, and the first responses of a replay 5-7 ms)
-        if any(b.ctrl.size < self._block_words(nq) for b in self._blocks):
+        if any(b.ctrl.size < _Block.words(LAUNCH_CAP, nq) for b in self._blocks):
             self._blocks = []
         self._blocks += [_Block(self.cp, LAUNCH_CAP, nq, self._lanes[i % len(self._lanes)])
                          for i in range(len(self._blocks), self.depth)]
@@ -352,10 +352,6 @@ class DevicePipeline:
         for block in self._blocks:
             block.launch = None
             self._graphs(block)
-
-    @staticmethod
-    def _block_words(nq: int) -> int:
-        return _Block.words(LAUNCH_CAP, nq)
 
     def _key(self) -> tuple[int, ...]:
         u = self.updater
@@ -578,6 +574,10 @@ class DevicePipeline:
             return bound
         return min(bound, int(1.25 * max(self._took) * n) + slack)   # the recent rate
 
+    def _running(self) -> list[int]:
+        """Sizes of the launches still on the device (what they take is not in meta yet)."""
+        return [x.n for x in self._flight if x.on_device]
+
     def _collect_garbage(self, g: _Launch) -> None:
         """Before launch ``g``: compact the pool in stream order once it is half full (as
         the last finished resolve left it) or, for a part of a batch split into launches,
@@ -588,30 +588,29 @@ class DevicePipeline:
         words), then packs into the spare pool, doubled until it holds three times what
         stays, and what stays plus what the running launches and ``g`` may take
         (:meth:`_need`; for a part of a split batch, the rest of the batch too). While a
-        compaction is still queued, meta predates it: the fill expected after it (what stays, what the
-        launches before it and since may take) stands in for meta's, so a split batch's
-        later parts queue another only if they do not fit that. The host does not wait,
-        and the launches keep their captured graphs (the pools alternate). Two pools take
-        twice the memory: the pool grows only within a share of the free device memory,
-        and without room for the second pool collection is left to the host path (a
-        batch that meets a full pool)."""
+        compaction is still queued, meta predates it: the fill expected after it (what
+        stays, what the launches before it and since may take) stands in for meta's, so
+        a split batch's later parts queue another only if they do not fit that. The host
+        does not wait, and the launches keep their captured graphs (the pools alternate).
+        Two pools take twice the memory: the pool grows only within a share of the free
+        device memory, and without room for the second pool collection is left to the
+        host path (a batch that meets a full pool)."""
         u = self.updater
         if not self.collect_garbage:
             return
         used, cap = int(u.meta[M_POOL_USED]), u.pool_capacity
-        running = [x.n for x in self._flight if x.on_device]   # not yet in meta
         queued = self._gc is not None and not self._gc.done   # meta is older than that one
+        fits = True   # a small launch fits a half-full pool
         if g.split:   # a part of a split batch: it and the rest of the batch must fit
-            fill = self._gc_fill if queued else used + sum(self._need(k) for k in running)
+            fill = self._gc_fill if queued else used + sum(map(self._need, self._running()))
             fits = fill + self._need(g.n + g.after) <= cap
-        else:
-            fits = True
         if fits and (queued or 2 * used < cap):
             if queued:
                 self._gc_fill += self._need(g.n)
             return
+        running = self._running()
         kept = used - int(u.meta[M_GARBAGE])
-        before = sum(self._need(k) for k in running)   # resolved before it compacts
+        before = sum(map(self._need, running))   # resolved before it compacts
         need = self._need(g.n + g.after) + before
         live = kept + 2 * sum(running)
         grow = cap

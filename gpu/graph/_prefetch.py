@@ -1,9 +1,10 @@
 """``prefetch(arr, i)``: LLVM's prefetch of ``arr[i]``'s cache line (numba has none).
 
-The sequential updater's per-update chain (id slot, version bounds, binary search) is
-one dependent miss after another, and the binary search's mispredicted branches stop
-the core from running ahead into the next updates; touching their lines a few updates
-early overlaps those misses. A prefetch never faults and changes no value.
+The in-place merge (``_merge.py``) reads pending entries in owner order and each touched
+vertex's row and version tail: one dependent miss after another on four arrays.
+Touching those lines several entries early overlaps the misses (the updater's binary
+searches measured no gain: their mispredicted branches, not misses, bound them). A
+prefetch never faults and changes no value.
 """
 
 from __future__ import annotations

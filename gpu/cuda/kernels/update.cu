@@ -770,12 +770,11 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
 // Every block's threads wait here for the other `blocks` - 1 blocks' (the grid holds at
 // most one block per SM and each SM fits one, so all are resident once other kernels'
 // blocks retire). Stores before it are visible after it on every block (cooperative
-// groups' grid sync: block barrier, fence, arrive, spin, fence, block barrier).
-// A barrier across the resolver's blocks; false once the grid has faulted. Every block
-// must be resident at once (one per SM, at most the SMs counted at start-up): where fewer
-// can run (an MPS share, another grid holding SMs for good) the waiting ones would spin
-// for ever, so a wait longer than W_TIMEOUT sets the sticky fault flag, every block leaves,
-// and the launch reports FAULT instead of hanging.
+// groups' grid sync: block barrier, fence, arrive, spin, fence, block barrier). Returns
+// false once the grid has faulted: where fewer blocks can run at once (an MPS share,
+// another grid holding SMs for good) the waiting ones would spin for ever, so a wait
+// longer than W_TIMEOUT sets the sticky fault flag, every block leaves, and the launch
+// reports FAULT instead of hanging.
 __device__ bool grid_sync(unsigned long long* gw, int blocks) {
     __shared__ int faulted;
     __syncthreads();
