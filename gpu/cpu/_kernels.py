@@ -17,6 +17,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._jit import leaf
 from .._types import MAX_QUERY_VERTICES, WILDCARD
 from ..graph._kernels import lower_bound, make_key
 from ..graph._labels import label_range
@@ -55,7 +56,7 @@ M = MAX_QUERY_VERTICES
 _WILD = WILDCARD
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt,
              raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk):  # type: ignore[no-untyped-def]
     """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi.
@@ -70,7 +71,9 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
     cnt = pl[p, F_NBCNT, L]
     out = raw[L]
     done = False
-    if src < 0 and cnt == 2 and marks.shape[1] > 0:
+    # marks pay only when the deeper list's level loops under the shallow one (>= 2): two
+    # root lists are intersected once per run, where a merge reads the same entries
+    if src < 0 and cnt == 2 and marks.shape[1] > 0 and max(nb_level[off], nb_level[off + 1]) >= 2:
         jo = 0 if nb_level[off] < nb_level[off + 1] else 1
         wo, wi = f[nb_level[off + jo]], f[nb_level[off + 1 - jo]]
         a, b = label_range(wi, lab, seg_off, seg_len, loff, key)
@@ -139,7 +142,7 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
     ilo[L], ihi[L] = lo, hi
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, loff, key):  # type: ignore[no-untyped-def]
     """Degree and neighbour-label counts of x can cover query level L's needs.
 
@@ -171,7 +174,7 @@ def _root_fits(a, b, el, p, pl, vlabel, seg_len):  # type: ignore[no-untyped-def
     return ok
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key):  # type: ignore[no-untyped-def]
     """Every check of root (a, b) for plan p before any level is extended: the cheap
     ones and both ends' neighbour-label filters (shared by the kernel and the estimator)."""
@@ -197,7 +200,7 @@ def _valid(x, L, upto, p, f, pl):  # type: ignore[no-untyped-def]
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignore[no-untyped-def]
     """Candidates of level L that differ from f[0:upto] and meet L's symmetry masks."""
     buf = raw[rrow[L]]
@@ -224,7 +227,7 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
 MEMO_SLOTS = 1 << 12
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
     """The one non-root level d the last level's candidates depend on, or -1.
 
@@ -250,7 +253,7 @@ def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
     return -1 if other else d
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """x (of level L's label) is a candidate of level L under f: adjacent to every
     intersected level at tick k, within the masks."""
@@ -277,7 +280,7 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, 
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct,
              dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
              wtok, wst, out, out_row, cap):  # type: ignore[no-untyped-def]
@@ -472,13 +475,33 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
             np.zeros((3, M), np.int64))
 
 
+@leaf
+def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level, nb_label,
+                 seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
+                 ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, dummy):  # type: ignore[no-untyped-def]
+    """One thread's share of ``count_tasks``: the next task in ``order`` until none is
+    left. A ``leaf`` of its own, so each call of ``run_plan`` passes its arrays without
+    reference counting (in the parallel loop's body each cost 28 atomic pairs)."""
+    ntask = len(t_a)
+    while True:
+        r = fetch_add(nxt, 0, 1)
+        if r >= ntask:
+            break
+        i = order[r]
+        c = 0
+        for p in range(t_plo[i], t_phi[i]):
+            c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label, seg_off,
+                          seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
+                          ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, dummy, 0, -1)
+        counts[i] = c
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets_nv, pl, nb_level,
                 nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task; threads take the next task in ``order`` as they
     finish one (a shared counter: no thread idles while another has a queue)."""
-    ntask = len(t_a)
-    counts = np.zeros(ntask, np.int64)
+    counts = np.zeros(len(t_a), np.int64)
     dummy = np.empty((1, 1), np.int32)
     nxt = np.zeros(1, np.int64)
     for _ in nb.prange(nthreads):
@@ -486,19 +509,31 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
         marks, mk = _mark_buffers(sets_nv)
         wcnt, wtok, wst = _weight_buffers(sets_nv)
-        while True:
-            r = fetch_add(nxt, 0, 1)
-            if r >= ntask:
-                break
-            i = order[r]
-            c = 0
-            for p in range(t_plo[i], t_phi[i]):
-                c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
-                              seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok,
-                              wst, dummy, 0, -1)
-            counts[i] = c
+        _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level,
+                     nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
+                     rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
+                     dummy)
     return counts
+
+
+@leaf
+def _list_share(nxt, t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, pl, nb_level,
+                nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
+                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, out):  # type: ignore[no-untyped-def]
+    """One thread's share of ``list_tasks`` (a ``leaf``, as ``_count_share``)."""
+    while True:
+        s = fetch_add(nxt, 0, 1)
+        if s >= len(sel):
+            break
+        i = sel[s]
+        got = 0
+        for p in range(t_plo[i], t_phi[i]):
+            if got >= caps[s]:
+                break
+            got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label, seg_off,
+                            seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo,
+                            rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, out,
+                            rows_off[s] + got, caps[s] - got)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -511,16 +546,7 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
         marks, mk = _mark_buffers(sets_nv)
         wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
-        while True:
-            s = fetch_add(nxt, 0, 1)
-            if s >= len(sel):
-                break
-            i = sel[s]
-            got = 0
-            for p in range(t_plo[i], t_phi[i]):
-                if got >= caps[s]:
-                    break
-                got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
-                                seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
-                                rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
-                                wtok, wst, out, rows_off[s] + got, caps[s] - got)
+        _list_share(nxt, t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, pl, nb_level,
+                    nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
+                    rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
+                    out)

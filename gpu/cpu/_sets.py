@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._jit import leaf
 from .._types import MAX_QUERY_VERTICES, WILDCARD
 from ..graph._kernels import lower_bound
 from ..graph._labels import label_range
@@ -29,7 +30,7 @@ def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
     return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     n = 0
     for i in range(lo, hi):
@@ -39,7 +40,7 @@ def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def
     return n
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     """out[0:n] = src[slo:shi] ∩ visible(key[lo:hi]); out may alias src when slo == 0."""
     w = 0
@@ -81,7 +82,7 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
     return w
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _marked(L, w, lab, el, k, run, seg_off, seg_len, loff, key, elab, ct, dt, marks, mk):  # type: ignore[no-untyped-def]
     """Token with which marks[L] flags w's visible neighbours of label ``lab`` in this run;
     marked only when w (or the run) changed since level L last asked."""
@@ -102,7 +103,7 @@ def _marked(L, w, lab, el, k, run, seg_off, seg_len, loff, key, elab, ct, dt, ma
     return tok
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _scan_marked(key, elab, ct, dt, lo, hi, k, el, row, tok, out):  # type: ignore[no-untyped-def]
     """out[0:n] = visible key[lo:hi] whose vertex carries mark ``tok`` in ``row``."""
     n = 0
@@ -114,7 +115,7 @@ def _scan_marked(key, elab, ct, dt, lo, hi, k, el, row, tok, out):  # type: igno
     return n
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _weights_root(p, pl, nb_level, last, d):  # type: ignore[no-untyped-def]
     """Index (into the last level's lists) of its one root list when it intersects just a
     root's list and d's, without symmetry masks; else -1 (see ``_weigh``)."""
@@ -127,7 +128,7 @@ def _weights_root(p, pl, nb_level, last, d):  # type: ignore[no-untyped-def]
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, elab, ct, dt, wcnt,
            wtok, tok):  # type: ignore[no-untyped-def]
     """Two-hop weights of a run: wcnt[x] (valid where wtok[x] == tok) = |N(root) ∩ N(x)|
@@ -156,7 +157,7 @@ def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, 
                     wcnt[x] = 1
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, loff, key):  # type: ignore[no-untyped-def]
     """An upper bound of ``_weigh``'s entry reads (lengths of the root's neighbours)."""
     off = pl[p, F_NBOFF, L]
