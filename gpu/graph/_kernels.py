@@ -63,7 +63,9 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
 @nb.njit(cache=True, nogil=True, inline="always")
 def _search_range(v, lab, seg_off, seg_len, loff):  # type: ignore[no-untyped-def]
     """Where a key of label ``lab`` can be in v's version: its label range where the
-    graph keeps label offsets (``_labels``), else the whole version."""
+    graph keeps label offsets (``_labels``), else the whole version. Only an insertion's
+    existence check narrows its search so: a deletion's two searches each paying a
+    miss on a label row measured slower (Enron deletion stream +1.2-2.4 ms)."""
     o = seg_off[v]
     if loff.shape[1] == 0:
         return o, o + seg_len[v]
@@ -71,10 +73,9 @@ def _search_range(v, lab, seg_off, seg_len, loff):  # type: ignore[no-untyped-de
 
 
 @nb.njit(cache=True, nogil=True)
-def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt):  # type: ignore[no-untyped-def]
+def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
     """Delete alive edge a-b (entry e in a's version) at a new tick; returns the tick."""
-    lo, hi = _search_range(b, vlabel[a], seg_off, seg_len, loff)
-    f = find_alive(key, dt, lo, hi - lo, make_key(vlabel[a], a))
+    f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
     t = _end_tick(a, b, meta, vdeg)
     dt[e] = t
     dt[f] = t
@@ -247,8 +248,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             if op == _DEL_E:
                 e = -1
                 if a >= 0 and b >= 0:
-                    lo, hi = _search_range(a, vlabel[b], seg_off, seg_len, loff)
-                    e = find_alive(key, dt, lo, hi - lo, make_key(vlabel[b], b))
+                    e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
                     if e < 0 and in_place:
                         pj = find_pending(h_key, h_val, pst, p_dt, pair_of(a, b))
                         if pj >= 0:
@@ -262,7 +262,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                     o_status[j] = _IGNORED
                     n_out += 1
                     continue
-                t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt)
+                t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt)
                 o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, elab[e], t
                 n_out += 1
                 continue
@@ -351,7 +351,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
         for r in range(m):
             w = nbrs[order[r]]
             e = find_alive(key, dt, off, n, make_key(vlabel[w], w))
-            t = _end_edge(e, a, w, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt)
+            t = _end_edge(e, a, w, meta, vlabel, vdeg, seg_off, seg_len, key, dt)
             q = n_out
             o_raw[q], o_op[q], o_a[q], o_b[q] = i, _DEL_E, a, w
             o_src[q], o_dst[q], o_el[q], o_tick[q] = x, vext[w], elab[e], t
