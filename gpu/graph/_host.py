@@ -135,8 +135,10 @@ class HostGraph:
         self._relayout()
         for name in names:
             old = getattr(self, name)
-            shape = (cap, *old.shape[1:])
-            new = (self.pool_alloc if name in self._POOL else np.zeros)(shape, old.dtype)
+            if name in self._POOL:   # the allocator takes a length (mapped_zeros)
+                new = self.pool_alloc(cap, old.dtype)
+            else:
+                new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
 

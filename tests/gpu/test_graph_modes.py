@@ -158,3 +158,17 @@ def test_label_offsets_widen_or_stop_for_new_labels(top: int) -> None:
     g = _graph(False, None, 1024, 4096)
     g.apply(s)
     assert g.loff.shape[1] == (top + 2 if 0 <= top < 16 else 0)   # labels 0..top, one more
+
+
+def test_pool_allocator_gets_a_length() -> None:
+    """The pool's allocator (the GPU's mapped_zeros) is called with a length when the pool
+    grows, while the vertex arrays (two-dimensional label offsets among them) grow too."""
+    def alloc(n, dtype):  # type: ignore[no-untyped-def]
+        assert isinstance(n, int), n
+        return np.zeros(n, dtype)
+
+    g = _graph(False, None, 16, 16)
+    g.use_pool_allocator(alloc)
+    g.apply(raw_stream(seed=6, n=3000, ids=300, hub_every=3))
+    assert g.pool_used <= len(g.key) and g.num_vertices <= len(g.loff)
+    _labels_exact(g)
