@@ -44,8 +44,8 @@ class CpuExecutor:
             return empty
         pl = plans.table
         nv = graph.num_vertices
-        g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.vlabel[:nv], graph.key, graph.elab,
-             graph.ct, graph.dt)
+        g = (graph.seg_off[:nv], graph.seg_len[:nv], graph.loff[:nv], graph.vlabel[:nv],
+             graph.key, graph.elab, graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
         # count phase: one unit per (task, plan) with a live root, so heavy updates spread
         # over threads; the costliest tasks (degree product) are dealt first

@@ -17,8 +17,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._jit import leaf
 from .._types import MAX_QUERY_VERTICES, WILDCARD
 from ..graph._kernels import lower_bound, make_key
+from ..graph._labels import label_range
 from ..planning._planner import (
     F_DEGREE,
     F_DEP,
@@ -38,7 +40,6 @@ from ._sets import (
     _LOW32,
     _ONE32,
     _intersect,
-    _label_range,
     _mark_buffers,
     _marked,
     _scan,
@@ -55,8 +56,8 @@ M = MAX_QUERY_VERTICES
 _WILD = WILDCARD
 
 
-@nb.njit(cache=True, nogil=True)
-def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
+@leaf
+def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt,
              raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk):  # type: ignore[no-untyped-def]
     """Candidates of level L into raw[rrow[L], rlo[L]:rhi[L]]; iteration bounds ilo/ihi.
 
@@ -70,12 +71,14 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, 
     cnt = pl[p, F_NBCNT, L]
     out = raw[L]
     done = False
-    if src < 0 and cnt == 2 and marks.shape[1] > 0:
+    # marks pay only when the deeper list's level loops under the shallow one (>= 2): two
+    # root lists are intersected once per run, where a merge reads the same entries
+    if src < 0 and cnt == 2 and marks.shape[1] > 0 and max(nb_level[off], nb_level[off + 1]) >= 2:
         jo = 0 if nb_level[off] < nb_level[off + 1] else 1
         wo, wi = f[nb_level[off + jo]], f[nb_level[off + 1 - jo]]
-        a, b = _label_range(key, seg_off[wi], seg_len[wi], lab)
+        a, b = label_range(wi, lab, seg_off, seg_len, loff, key)
         if b - a <= 16 * seg_len[wo]:   # else galloping the shallow list wins (below)
-            tok = _marked(L, wo, lab, nb_label[off + jo], k, run, seg_off, seg_len, key, elab,
+            tok = _marked(L, wo, lab, nb_label[off + jo], k, run, seg_off, seg_len, loff, key, elab,
                           ct, dt, marks, mk)
             n = _scan_marked(key, elab, ct, dt, a, b, k, nb_label[off + 1 - jo], marks[L],
                              tok, out)
@@ -97,7 +100,7 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, 
             n = hi - lo
             for j in range(cnt):
                 w = f[nb_level[off + j]]
-                a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+                a, b = label_range(w, lab, seg_off, seg_len, loff, key)
                 if j == 0:
                     n = _intersect(raw[row], lo, hi, key, elab, ct, dt, a, b, k,
                                    nb_label[off + j], out)
@@ -111,7 +114,7 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, 
         best = 0
         for j in range(cnt):
             w = f[nb_level[off + j]]
-            a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+            a, b = label_range(w, lab, seg_off, seg_len, loff, key)
             ranges[j, 0], ranges[j, 1] = a, b
             if b - a < ranges[best, 1] - ranges[best, 0]:
                 best = j
@@ -139,8 +142,8 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, 
     ilo[L], ihi[L] = lo, hi
 
 
-@nb.njit(cache=True, nogil=True)
-def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: ignore[no-untyped-def]
+@leaf
+def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, loff, key):  # type: ignore[no-untyped-def]
     """Degree and neighbour-label counts of x can cover query level L's needs.
 
     Version lengths include not-yet-reclaimed entries, so they are upper bounds: the
@@ -150,7 +153,7 @@ def _label_filter(x, L, p, pl, side_a, side_b, seg_off, seg_len, key):  # type: 
         return False
     off = pl[p, F_NLFOFF, L]
     for j in range(pl[p, F_NLFCNT, L]):
-        lo, hi = _label_range(key, seg_off[x], seg_len[x], side_a[off + j])
+        lo, hi = label_range(x, side_a[off + j], seg_off, seg_len, loff, key)
         if hi - lo < side_b[off + j]:
             return False
     return True
@@ -171,13 +174,13 @@ def _root_fits(a, b, el, p, pl, vlabel, seg_len):  # type: ignore[no-untyped-def
     return ok
 
 
-@nb.njit(cache=True, nogil=True)
-def root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key):  # type: ignore[no-untyped-def]
+@leaf
+def root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key):  # type: ignore[no-untyped-def]
     """Every check of root (a, b) for plan p before any level is extended: the cheap
     ones and both ends' neighbour-label filters (shared by the kernel and the estimator)."""
     return (_root_fits(a, b, el, p, pl, vlabel, seg_len)
-            and _label_filter(a, 0, p, pl, nb_level, nb_label, seg_off, seg_len, key)
-            and _label_filter(b, 1, p, pl, nb_level, nb_label, seg_off, seg_len, key))
+            and _label_filter(a, 0, p, pl, nb_level, nb_label, seg_off, seg_len, loff, key)
+            and _label_filter(b, 1, p, pl, nb_level, nb_label, seg_off, seg_len, loff, key))
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -197,7 +200,7 @@ def _valid(x, L, upto, p, f, pl):  # type: ignore[no-untyped-def]
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignore[no-untyped-def]
     """Candidates of level L that differ from f[0:upto] and meet L's symmetry masks."""
     buf = raw[rrow[L]]
@@ -224,7 +227,7 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
 MEMO_SLOTS = 1 << 12
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
     """The one non-root level d the last level's candidates depend on, or -1.
 
@@ -250,8 +253,8 @@ def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
     return -1 if other else d
 
 
-@nb.njit(cache=True, nogil=True)
-def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+@leaf
+def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """x (of level L's label) is a candidate of level L under f: adjacent to every
     intersected level at tick k, within the masks."""
     lab = pl[p, F_LABEL, L]
@@ -259,7 +262,7 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
     off = pl[p, F_NBOFF, L]
     for j in range(pl[p, F_NBCNT, L]):
         w = f[nb_level[off + j]]
-        lo, hi = _label_range(key, seg_off[w], seg_len[w], lab)
+        lo, hi = label_range(w, lab, seg_off, seg_len, loff, key)
         q = lower_bound(key, lo, hi, kx)
         seen = False
         while q < hi and key[q] == kx:
@@ -277,8 +280,8 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
     return True
 
 
-@nb.njit(cache=True, nogil=True)
-def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct,
+@leaf
+def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct,
              dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
              wtok, wst, out, out_row, cap):  # type: ignore[no-untyped-def]
     """Matches of plan p with f(level 0)=a, f(level 1)=b at tick k.
@@ -290,7 +293,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
     on moved since.
     """
     n = pl[p, F_MISC, 0]
-    if not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key):
+    if not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key):
         return 0
     f[0] = a
     f[1] = b
@@ -331,14 +334,14 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                 c = wcnt[x] if wtok[x] == wst[0] else 0
                 for j in range(2):   # the roots among the candidates
                     if vlabel[f[j]] == mlab and _member(f[j], L, p, k, f, pl, nb_level,
-                                                        nb_label, seg_off, seg_len, key,
+                                                        nb_label, seg_off, seg_len, loff, key,
                                                         elab, ct, dt):
                         c -= 1
                 memo[0, h], memo[1, h], memo[2, h] = run, x, c
             else:
                 if jr >= 0:   # build the weights once this run's scans cost a quarter of that
                     if wst[2] < 0:
-                        wst[2] = _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key)
+                        wst[2] = _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, loff, key)
                     wst[1] += seg_len[x]
                     if 4 * wst[1] > wst[2]:
                         wst[3] += 1
@@ -346,20 +349,20 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
                             wtok[:] = 0
                             wst[3] = 1
                         wst[0] = wst[3]
-                        _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key,
+                        _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key,
                                elab, ct, dt, wcnt, wtok, wst[0])
                         continue   # read the weights
                 if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
                     clock += 1
                     stamp[2, L] = clock
-                    _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
+                    _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
                              key, elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run,
                              marks, mk)
                 c = _count_level(L, 2, p, f, pl, vlabel, raw, rrow, ilo, ihi)
                 memo[0, h], memo[1, h], memo[2, h] = run, x, c
             for j in range(2, L):   # the other bound vertices that may be candidates
                 if j != memo_d and vlabel[f[j]] == mlab and _member(
-                        f[j], L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key,
+                        f[j], L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key,
                         elab, ct, dt):
                     c -= 1
             total += c
@@ -368,7 +371,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
         if stamp[2, L] <= stamp[1, pl[p, F_DEP, L]]:
             clock += 1
             stamp[2, L] = clock
-            _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab,
+            _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab,
                      ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             pos[L] = ilo[L]
         buf = raw[rrow[L]]
@@ -393,7 +396,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             if stamp[2, last] <= stamp[1, pl[p, F_DEP, last]]:
                 clock += 1
                 stamp[2, last] = clock
-                _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key,
+                _prepare(last, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
                          elab, ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             base = _count_level(last, L, p, f, pl, vlabel, raw, rrow, ilo, ihi)
             lab_l, lab_t = pl[p, F_LABEL, L], pl[p, F_LABEL, last]
@@ -426,7 +429,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel, k
             x = np.int32(buf[pos[L]] & _LOW32)
             pos[L] += 1
             if _valid(x, L, L, p, f, pl) and _label_filter(
-                    x, L, p, pl, nb_level, nb_label, seg_off, seg_len, key):
+                    x, L, p, pl, nb_level, nb_label, seg_off, seg_len, loff, key):
                 f[L] = x
                 clock += 1
                 stamp[1, L] = clock
@@ -472,13 +475,33 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
             np.zeros((3, M), np.int64))
 
 
+@leaf
+def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level, nb_label,
+                 seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
+                 ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, dummy):  # type: ignore[no-untyped-def]
+    """One thread's share of ``count_tasks``: the next task in ``order`` until none is
+    left. A ``leaf`` of its own, so each call of ``run_plan`` passes its arrays without
+    reference counting (in the parallel loop's body each cost 28 atomic pairs)."""
+    ntask = len(t_a)
+    while True:
+        r = fetch_add(nxt, 0, 1)
+        if r >= ntask:
+            break
+        i = order[r]
+        c = 0
+        for p in range(t_plo[i], t_phi[i]):
+            c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label, seg_off,
+                          seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
+                          ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, dummy, 0, -1)
+        counts[i] = c
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets_nv, pl, nb_level,
-                nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+                nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task; threads take the next task in ``order`` as they
     finish one (a shared counter: no thread idles while another has a queue)."""
-    ntask = len(t_a)
-    counts = np.zeros(ntask, np.int64)
+    counts = np.zeros(len(t_a), np.int64)
     dummy = np.empty((1, 1), np.int32)
     nxt = np.zeros(1, np.int64)
     for _ in nb.prange(nthreads):
@@ -486,24 +509,36 @@ def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets
         memo = np.zeros((3, MEMO_SLOTS), np.int64)
         marks, mk = _mark_buffers(sets_nv)
         wcnt, wtok, wst = _weight_buffers(sets_nv)
-        while True:
-            r = fetch_add(nxt, 0, 1)
-            if r >= ntask:
-                break
-            i = order[r]
-            c = 0
-            for p in range(t_plo[i], t_phi[i]):
-                c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
-                              seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                              rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok,
-                              wst, dummy, 0, -1)
-            counts[i] = c
+        _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level,
+                     nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
+                     rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
+                     dummy)
     return counts
+
+
+@leaf
+def _list_share(nxt, t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, pl, nb_level,
+                nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
+                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, out):  # type: ignore[no-untyped-def]
+    """One thread's share of ``list_tasks`` (a ``leaf``, as ``_count_share``)."""
+    while True:
+        s = fetch_add(nxt, 0, 1)
+        if s >= len(sel):
+            break
+        i = sel[s]
+        got = 0
+        for p in range(t_plo[i], t_phi[i]):
+            if got >= caps[s]:
+                break
+            got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label, seg_off,
+                            seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo,
+                            rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, out,
+                            rows_off[s] + got, caps[s] - got)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, sets_nv,
-               pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
+               pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
     """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
     nxt = np.zeros(1, np.int64)
     for _ in nb.prange(nthreads):
@@ -511,16 +546,7 @@ def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads,
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
         marks, mk = _mark_buffers(sets_nv)
         wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
-        while True:
-            s = fetch_add(nxt, 0, 1)
-            if s >= len(sel):
-                break
-            i = sel[s]
-            got = 0
-            for p in range(t_plo[i], t_phi[i]):
-                if got >= caps[s]:
-                    break
-                got += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
-                                seg_off, seg_len, vlabel, key, elab, ct, dt, raw, f, pos, rrow,
-                                rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
-                                wtok, wst, out, rows_off[s] + got, caps[s] - got)
+        _list_share(nxt, t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, pl, nb_level,
+                    nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
+                    rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
+                    out)

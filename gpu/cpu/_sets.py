@@ -12,8 +12,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._jit import leaf
 from .._types import MAX_QUERY_VERTICES, WILDCARD
 from ..graph._kernels import lower_bound
+from ..graph._labels import label_range
 from ..planning._planner import F_GT, F_LABEL, F_LT, F_NBCNT, F_NBOFF
 
 M = MAX_QUERY_VERTICES
@@ -24,20 +26,11 @@ _ONE32 = np.int64(1) << np.int64(32)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _label_range(key, off, n, lab):  # type: ignore[no-untyped-def]
-    if lab == _WILD:
-        return off, off + n
-    base = np.int64(lab) << np.int64(32)
-    lo = lower_bound(key, off, off + n, base)
-    return lo, lower_bound(key, lo, off + n, base + _ONE32)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
 def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
     return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     n = 0
     for i in range(lo, hi):
@@ -47,7 +40,7 @@ def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def
     return n
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     """out[0:n] = src[slo:shi] ∩ visible(key[lo:hi]); out may alias src when slo == 0."""
     w = 0
@@ -89,8 +82,8 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
     return w
 
 
-@nb.njit(cache=True, nogil=True)
-def _marked(L, w, lab, el, k, run, seg_off, seg_len, key, elab, ct, dt, marks, mk):  # type: ignore[no-untyped-def]
+@leaf
+def _marked(L, w, lab, el, k, run, seg_off, seg_len, loff, key, elab, ct, dt, marks, mk):  # type: ignore[no-untyped-def]
     """Token with which marks[L] flags w's visible neighbours of label ``lab`` in this run;
     marked only when w (or the run) changed since level L last asked."""
     if mk[0, L] == w and mk[1, L] == run:
@@ -101,7 +94,7 @@ def _marked(L, w, lab, el, k, run, seg_off, seg_len, key, elab, ct, dt, marks, m
         tok = 1
     mk[3, 0] = tok
     row = marks[L]
-    a, b = _label_range(key, seg_off[w], seg_len[w], lab)
+    a, b = label_range(w, lab, seg_off, seg_len, loff, key)
     t32 = np.int32(tok)
     for i in range(a, b):
         if _visible(elab, ct, dt, i, k, el):
@@ -110,7 +103,7 @@ def _marked(L, w, lab, el, k, run, seg_off, seg_len, key, elab, ct, dt, marks, m
     return tok
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _scan_marked(key, elab, ct, dt, lo, hi, k, el, row, tok, out):  # type: ignore[no-untyped-def]
     """out[0:n] = visible key[lo:hi] whose vertex carries mark ``tok`` in ``row``."""
     n = 0
@@ -122,7 +115,7 @@ def _scan_marked(key, elab, ct, dt, lo, hi, k, el, row, tok, out):  # type: igno
     return n
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _weights_root(p, pl, nb_level, last, d):  # type: ignore[no-untyped-def]
     """Index (into the last level's lists) of its one root list when it intersects just a
     root's list and d's, without symmetry masks; else -1 (see ``_weigh``)."""
@@ -135,8 +128,8 @@ def _weights_root(p, pl, nb_level, last, d):  # type: ignore[no-untyped-def]
     return -1
 
 
-@nb.njit(cache=True, nogil=True)
-def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, ct, dt, wcnt,
+@leaf
+def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, elab, ct, dt, wcnt,
            wtok, tok):  # type: ignore[no-untyped-def]
     """Two-hop weights of a run: wcnt[x] (valid where wtok[x] == tok) = |N(root) ∩ N(x)|
     in level L's label, for every x of d's label, by walking N(root) then each
@@ -147,13 +140,13 @@ def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
     lab, lab_d = pl[p, F_LABEL, L], pl[p, F_LABEL, d]
     el_r, el_d = nb_label[off + jr], nb_label[off + 1 - jr]
     r = f[nb_level[off + jr]]
-    a, b = _label_range(key, seg_off[r], seg_len[r], lab)
+    a, b = label_range(r, lab, seg_off, seg_len, loff, key)
     t32 = np.int32(tok)
     for i in range(a, b):
         if not _visible(elab, ct, dt, i, k, el_r):
             continue
         y = np.int32(key[i] & _LOW32)
-        ya, yb = _label_range(key, seg_off[y], seg_len[y], lab_d)
+        ya, yb = label_range(y, lab_d, seg_off, seg_len, loff, key)
         for e in range(ya, yb):
             if _visible(elab, ct, dt, e, k, el_d):
                 x = np.int32(key[e] & _LOW32)
@@ -164,12 +157,12 @@ def _weigh(L, jr, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, key, elab, 
                     wcnt[x] = 1
 
 
-@nb.njit(cache=True, nogil=True)
-def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, key):  # type: ignore[no-untyped-def]
+@leaf
+def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, loff, key):  # type: ignore[no-untyped-def]
     """An upper bound of ``_weigh``'s entry reads (lengths of the root's neighbours)."""
     off = pl[p, F_NBOFF, L]
     r = f[nb_level[off + jr]]
-    a, b = _label_range(key, seg_off[r], seg_len[r], pl[p, F_LABEL, L])
+    a, b = label_range(r, pl[p, F_LABEL, L], seg_off, seg_len, loff, key)
     c = np.int64(0)
     for i in range(a, b):
         c += seg_len[np.int32(key[i] & _LOW32)]

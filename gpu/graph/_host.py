@@ -19,7 +19,8 @@ insertions go into the current version, which moves only when full, after its de
 entries are purged in place: no copy per batch and far less garbage. A batch's
 insertions are first collected (``_pending``) and merged into each touched version
 once (``_merge``), and loaded versions get 1/4 headroom, so a hub that receives k
-insertions costs O(degree + k), not k shifts of its version.
+insertions costs O(degree + k), not k shifts of its version. In place the graph also
+keeps per-vertex label offsets (``loff``, see ``_labels``) beside these arrays.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._types import INF_TICK, UpdateBatch, UpdateOp
+from .._types import INF_TICK, WILDCARD, UpdateBatch, UpdateOp
 from . import _kernels as K
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
+from ._labels import LABEL_COLUMNS, recount_all
 from ._merge import merge_pending, order_pending
 from ._pending import Pending
 
@@ -103,6 +105,8 @@ class HostGraph:
         self.seg_len = np.zeros(cap, np.int32)
         self.seg_cap = np.zeros(cap, np.int32)
         self.seg_batch = np.full(cap, -1, np.int64)
+        #: label offsets (``_labels``): no columns until ``_fit_labels`` gives them
+        self.loff = np.zeros((cap, 0), np.int32)
 
     _POOL = ("key", "elab", "ct", "dt")
 
@@ -131,7 +135,10 @@ class HostGraph:
         self._relayout()
         for name in names:
             old = getattr(self, name)
-            new = (self.pool_alloc if name in self._POOL else np.zeros)(cap, old.dtype)
+            if name in self._POOL:   # the allocator takes a length (mapped_zeros)
+                new = self.pool_alloc(cap, old.dtype)
+            else:
+                new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
 
@@ -139,7 +146,7 @@ class HostGraph:
         need = int(self.meta[K.NV]) + extra
         if need > len(self.vlabel):
             self._grow(("vlabel", "vext", "valive", "vdeg", "seg_off", "seg_len", "seg_cap",
-                        "seg_batch"), max(need, 2 * len(self.vlabel)))
+                        "seg_batch", "loff"), max(need, 2 * len(self.vlabel)))
         self.ids.count = int(self.meta[K.IDCOUNT])
         self.ids.reserve(extra)
 
@@ -158,6 +165,8 @@ class HostGraph:
                                 self.ct, self.dt)
         self._packed_end = self.pool_used
         self.reclaimed += before - self.pool_used
+        if self.loff.shape[1]:   # dead entries dropped: every row moves
+            recount_all(self.num_vertices, self.seg_off, self.seg_len, self.key, self.loff)
 
     @property
     def copy_on_write(self) -> bool:
@@ -166,6 +175,34 @@ class HostGraph:
     @copy_on_write.setter
     def copy_on_write(self, on: bool) -> None:
         self.meta[K.IN_PLACE] = 0 if on else 1
+        self._fit_labels()
+
+    def _fit_labels(self) -> None:
+        """Label offsets with one column per vertex label, recounted, where they can be
+        kept (in place, every label in [0, LABEL_COLUMNS)); else none."""
+        n = self.num_vertices
+        labs = self.vlabel[:n]
+        top = int(labs.max()) + 1 if n else 1
+        keep = not self.copy_on_write and (n == 0 or int(labs.min()) >= 0) and top <= LABEL_COLUMNS
+        self.loff = np.zeros((len(self.vlabel), top + 1 if keep else 0), np.int32)
+        if keep:
+            recount_all(n, self.seg_off, self.seg_len, self.key, self.loff)
+
+    def _widen_labels(self, batch: UpdateBatch) -> None:
+        """Columns for the labels a batch's vertex insertions bring (a new label has no
+        entry yet: its columns start at each version's end), or none past LABEL_COLUMNS."""
+        labs = batch.label[(batch.op == UpdateOp.INSERT_VERTEX) & (batch.label != WILDCARD)]
+        cols = self.loff.shape[1]
+        if not len(labs) or (int(labs.min()) >= 0 and int(labs.max()) < cols - 1):
+            return
+        top = int(labs.max()) + 1
+        if int(labs.min()) < 0 or top > LABEL_COLUMNS:
+            self.loff = np.zeros((len(self.vlabel), 0), np.int32)
+            return
+        new = np.empty((len(self.vlabel), top + 1), np.int32)
+        new[:, :cols] = self.loff
+        new[:, cols:] = self.seg_len[:, None]
+        self.loff = new
 
     # -- facts ----------------------------------------------------------------
     @property
@@ -206,6 +243,8 @@ class HostGraph:
     # -- updates --------------------------------------------------------------
     def apply(self, batch: UpdateBatch) -> OpTable:
         n = len(batch)
+        if self.loff.shape[1] and len(batch) and int(batch.op.max()) >= UpdateOp.INSERT_VERTEX:
+            self._widen_labels(batch)
         self.reserve_vertices(2)   # more when the kernel asks (NEED_VERTS): an edge stream
         # over known vertices reserves nothing and never looks its ids up twice
         self.meta[K.BATCH] += 1
@@ -219,7 +258,7 @@ class HostGraph:
                 i, n_out, batch.op, batch.src, batch.dst, batch.label,
                 self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.meta,
                 self.vlabel, self.vext, self.valive, self.vdeg,
-                self.seg_off, self.seg_len, self.seg_cap, self.seg_batch,
+                self.seg_off, self.seg_len, self.seg_cap, self.seg_batch, self.loff,
                 self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays())
             if code == K.DONE:
                 break
@@ -245,7 +284,8 @@ class HostGraph:
         while True:
             r, code = merge_pending(r, idx, pend.owner, pend.key, pend.elab, pend.ct, pend.dt,
                                     self.meta, self.seg_off, self.seg_len, self.seg_cap,
-                                    self.seg_batch, self.key, self.elab, self.ct, self.dt)
+                                    self.seg_batch, self.loff, self.key, self.elab, self.ct,
+                                    self.dt)
             if code == K.DONE:
                 break
             stuck = self._pool_full(r, stuck)
@@ -324,6 +364,7 @@ class HostGraph:
         self.meta[K.POOL_USED] = m
         self._order, self._packed_end = np.arange(nv, dtype=np.int32), m
         self.meta[K.NEDGES] = len(lo)
+        self._fit_labels()
         return LoadStats(vertices=nv, edges=len(lo), self_loops=int(loops.sum()),
                          duplicates=int((~loops).sum()) - len(lo))
 
@@ -368,6 +409,7 @@ class HostGraph:
         self.meta[K.IN_PLACE] = in_place          # the executor's choice, not the dump's
         self._order = np.array(a["order"], np.int32)
         self._packed_end = int(a["packed_end"])
+        self._fit_labels()
 
     # -- reads for checks and initial matching ------------------------------------
     def alive_edges(self, at: int | None = None) -> tuple[npt.NDArray[np.int32],

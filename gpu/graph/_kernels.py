@@ -60,6 +60,18 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
     return -1
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _search_range(v, lab, seg_off, seg_len, loff):  # type: ignore[no-untyped-def]
+    """Where a key of label ``lab`` can be in v's version: its label range where the
+    graph keeps label offsets (``_labels``), else the whole version. Only an insertion's
+    existence check narrows its search so: a deletion's two searches each paying a
+    miss on a label row measured slower (Enron deletion stream +1.2-2.4 ms)."""
+    o = seg_off[v]
+    if loff.shape[1] == 0:
+        return o, o + seg_len[v]
+    return o + loff[v, lab], o + loff[v, lab + 1]
+
+
 @nb.njit(cache=True, nogil=True)
 def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
     """Delete alive edge a-b (entry e in a's version) at a new tick; returns the tick."""
@@ -83,7 +95,7 @@ def _end_tick(a, b, meta, vdeg):  # type: ignore[no-untyped-def]
 
 @nb.njit(cache=True, nogil=True)
 def _new_vertex(x, label, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
-                seg_off, seg_len, seg_cap, seg_batch):  # type: ignore[no-untyped-def]
+                seg_off, seg_len, seg_cap, seg_batch, loff):  # type: ignore[no-untyped-def]
     v = meta[NV]
     meta[NV] = v + 1
     vlabel[v] = label
@@ -94,6 +106,7 @@ def _new_vertex(x, label, keys, vals, used, direct, meta, vlabel, vext, valive, 
     seg_len[v] = 0
     seg_cap[v] = 0
     seg_batch[v] = -1
+    loff[v, :] = 0
     s = slot_of(keys, used, x)
     if used[s] == 0:
         used[s] = 1
@@ -193,7 +206,7 @@ def _insert_entry(v, k, el, tick, meta, seg_off, seg_len, seg_cap, seg_batch,
 
 @nb.njit(cache=True, nogil=True)
 def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
-                vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch,
+                vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch, loff,
                 key, elab, ct, dt,
                 o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
                 h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt):  # type: ignore[no-untyped-def]
@@ -257,12 +270,13 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 return i, n_out, NEED_VERTS
             if a < 0:
                 a = _new_vertex(x, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
-                                seg_off, seg_len, seg_cap, seg_batch)
+                                seg_off, seg_len, seg_cap, seg_batch, loff)
             if b < 0:
                 b = _new_vertex(y, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
-                                seg_off, seg_len, seg_cap, seg_batch)
+                                seg_off, seg_len, seg_cap, seg_batch, loff)
             kb = make_key(vlabel[b], b)
-            if find_alive(key, dt, seg_off[a], seg_len[a], kb) >= 0 or (
+            lo, hi = _search_range(a, vlabel[b], seg_off, seg_len, loff)
+            if find_alive(key, dt, lo, hi - lo, kb) >= 0 or (
                     in_place and find_pending(h_key, h_val, pst, p_dt, pair_of(a, b)) >= 0):
                 o_status[j] = _IGNORED
                 n_out += 1
@@ -309,7 +323,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 if a >= 0:
                     valive[a] = 0
                 a = _new_vertex(x, lb, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
-                                seg_off, seg_len, seg_cap, seg_batch)
+                                seg_off, seg_len, seg_cap, seg_batch, loff)
                 t = meta[TICK] + 1
                 meta[TICK] = t
                 o_a[j], o_tick[j] = a, t

@@ -14,6 +14,7 @@ import numba as nb
 import numpy as np
 
 from ._kernels import BATCH, DONE, GARBAGE, NEED_POOL, POOL_USED, WATERMARK, _copy_live
+from ._labels import add_group, recount
 from ._prefetch import prefetch
 
 # how many pending entries ahead the merge prefetches them, their vertex's row, then its
@@ -123,8 +124,8 @@ def _merge_into_new(v, cap, idx, g0, g1, p_key, p_elab, p_ct, p_dt, meta, seg_of
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key, elab, ct,
-           dt):  # type: ignore[no-untyped-def]
+def _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, lflat, lcols,
+           key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Prefetch for the pending entries the merge reaches soon: the entries themselves
     (``_AHEAD_ENTRY`` ahead: the pending arrays are written in arrival order and read in
     owner order, and the versions streamed since evict them), their owner's row
@@ -150,6 +151,8 @@ def _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, ke
         v = p_owner[idx[cur[0]]]
         prefetch(seg_off, v)
         prefetch(seg_len, v)
+        if lcols:
+            prefetch(lflat, v * lcols)
         cur[0] += 1
     e = min(r + _AHEAD_TAIL, n)
     while cur[1] < e:
@@ -170,16 +173,21 @@ def _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, ke
 
 @nb.njit(cache=True, nogil=True)
 def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, seg_len,
-                  seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+                  seg_cap, seg_batch, loff, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Merge the groups of ``idx`` (from ``order_pending``) from position r0 on; returns
-    (position to resume from, DONE or NEED_POOL)."""
+    (position to resume from, DONE or NEED_POOL). Label offsets (``loff``, if it has
+    columns) follow: a group's entries are added to its row, or a purged or moved
+    version's row is recounted."""
+    lcols = loff.shape[1]
+    labels = lcols > 0
+    lflat = loff.reshape(loff.size)   # rows by position, for the prefetch
     n_idx = len(idx)
     r = r0
     cur = np.full(4, r0, np.int64)
     cur[3] = -1
     while r < n_idx:
-        _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key, elab,
-               ct, dt)
+        _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, lflat, lcols,
+               key, elab, ct, dt)
         v = p_owner[idx[r]]
         g1 = r + 1
         while g1 < n_idx and p_owner[idx[g1]] == v:
@@ -189,11 +197,13 @@ def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, se
             _sort_group(idx, r, g1, p_key)
         n = np.int64(seg_len[v])
         off = seg_off[v]
+        purged = False
         if n + k > seg_cap[v]:   # full: purging the dead entries may make room
             n = _live(off, n, meta[WATERMARK], dt)
             if n + k <= seg_cap[v]:
                 seg_len[v] = _copy_live(off, seg_len[v], off, meta[WATERMARK], key, elab, ct,
                                         dt)
+                purged = True
         if n + k > seg_cap[v]:
             cap = 2 * np.int64(seg_cap[v]) + 2
             while cap < n + k:
@@ -202,8 +212,14 @@ def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, se
                 return r, NEED_POOL
             _merge_into_new(v, cap, idx, r, g1, p_key, p_elab, p_ct, p_dt, meta, seg_off,
                             seg_len, seg_cap, seg_batch, key, elab, ct, dt)
+            if labels:
+                recount(v, seg_off, seg_len, key, loff)
         else:
             _merge_back(v, idx, r, g1, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key,
                         elab, ct, dt)
+            if labels and purged:
+                recount(v, seg_off, seg_len, key, loff)
+            elif labels:
+                add_group(v, idx, r, g1, p_key, loff)
         r = g1
     return r, DONE

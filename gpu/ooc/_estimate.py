@@ -79,6 +79,7 @@ def _run(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, owner: npt.NDArray
                   np.uint64(seed), min(nb.get_num_threads(), max(1, len(sel))),
                   graph.max_degree_bound(), int(w.max()) if len(w) else 1, plans.table,
                   plans.nb_level, plans.nb_label, graph.seg_off[:nv], graph.seg_len[:nv],
+                  graph.loff[:nv],
                   graph.vlabel[:nv], graph.key, graph.elab, graph.ct, graph.dt, ev_v, ev_w,
                   dense)
     if exhaustive:

@@ -25,7 +25,8 @@ import numba as nb
 import numpy as np
 
 from .._types import MAX_QUERY_VERTICES, WILDCARD
-from ..cpu._kernels import _buffers, _label_filter, _label_range, _prepare, _valid, root_ok
+from ..cpu._kernels import _buffers, _label_filter, _prepare, _valid, root_ok
+from ..graph._labels import label_range
 from ..cuda._device_graph import ENTRY_BYTES
 from ..planning._planner import F_DEP, F_LABEL, F_MISC, F_NBCNT, F_NBOFF
 
@@ -46,7 +47,7 @@ def _next(state):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def _record(j, B, w, p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_v, ev_w,
+def _record(j, B, w, p, f, pl, nb_level, seg_off, seg_len, loff, key, weigh_bytes, ev_v, ev_w,
             ev_n, base, dense, t):  # type: ignore[no-untyped-def]
     """The reads of a node at level j (root: j = 1 covers levels 0 and 1); with
     ``weigh_bytes`` each read counts the bytes of the label range it scans."""
@@ -59,7 +60,7 @@ def _record(j, B, w, p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_
                 v = f[nb_level[off + q]]
                 x = B * w
                 if weigh_bytes:
-                    lo, hi = _label_range(key, seg_off[v], seg_len[v], pl[p, F_LABEL, L])
+                    lo, hi = label_range(v, pl[p, F_LABEL, L], seg_off, seg_len, loff, key)
                     x *= ENTRY_BYTES * (hi - lo)
                 if dense.shape[1] > 1:
                     dense[t, v] += x
@@ -71,13 +72,13 @@ def _record(j, B, w, p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_
 
 @nb.njit(cache=True, nogil=True)
 def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, seed, pl,
-               nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
+               nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, bufs, cand,
                ncand, kids, nkids, kpos, kcnt, draws, walks, wts, ev_v, ev_w, base, dense, t):  # type: ignore[no-untyped-def]
     raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = bufs
     no_marks, no_mk = np.zeros((M, 0), np.int32), np.zeros((4, M), np.int64)   # plain merges
     ev_n = np.zeros(1, np.int64)
     n = pl[p, F_MISC, 0]
-    if n <= 2 or not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, vlabel,
+    if n <= 2 or not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
                               key):
         return 0
     state = np.empty(1, np.uint64)
@@ -85,7 +86,7 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, s
     f[0] = a
     f[1] = b
     wts[1] = 1.0 if exhaustive else float(R)
-    _record(1, B, wts[1], p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes, ev_v, ev_w,
+    _record(1, B, wts[1], p, f, pl, nb_level, seg_off, seg_len, loff, key, weigh_bytes, ev_v, ev_w,
             ev_n, base, dense, t)
     # node at level j has its children (level j + 1) in kids[j + 1][0:nkids]
     j = 1
@@ -97,14 +98,14 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, s
             j -= 1
             continue
         if nkids[L] < 0:        # first visit: candidates and the walks' split
-            _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab,
+            _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab,
                      ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, 0, no_marks, no_mk)
             buf = raw[rrow[L]]
             nv = 0
             for i in range(ilo[L], ihi[L]):
                 x = np.int32(buf[i] & _LOW32)
-                if _valid(x, L, L, p, f, pl) and _label_filter(x, L, p, pl, nb_level,
-                                                               nb_label, seg_off, seg_len, key):
+                if _valid(x, L, L, p, f, pl) and _label_filter(
+                        x, L, p, pl, nb_level, nb_label, seg_off, seg_len, loff, key):
                     cand[L, nv] = x
                     nv += 1
             ncand[L] = nv
@@ -147,7 +148,7 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, s
             wts[L] = wts[j] * ncand[L]
         else:
             wts[L] = float(R) * float(D) ** (L - 1)
-        _record(L, walks[L], wts[L], p, f, pl, nb_level, seg_off, seg_len, key, weigh_bytes,
+        _record(L, walks[L], wts[L], p, f, pl, nb_level, seg_off, seg_len, loff, key, weigh_bytes,
                 ev_v, ev_w, ev_n, base, dense, t)
         j = L
         if L + 1 < M:
@@ -159,8 +160,8 @@ def _walk_root(r, a, b, el, k, p, B, R, D, exhaustive, branching, weigh_bytes, s
 def walk(r_a, r_b, r_el, r_k, r_plan, r_walks, r_base, R, D, exhaustive, branching,
          weigh_bytes, seed,
          nthreads,
-         maxlen, maxwalks, pl, nb_level, nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt,
-         ev_v, ev_w, dense):  # type: ignore[no-untyped-def]
+         maxlen, maxwalks, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct,
+         dt, ev_v, ev_w, dense):  # type: ignore[no-untyped-def]
     """Walk every root r (B = r_walks[r]); events of root r go to ev_*[r_base[r]:], and
     their number to the result (or, with a [threads, V] ``dense``, into its row)."""
     nroot = len(r_a)
@@ -179,7 +180,7 @@ def walk(r_a, r_b, r_el, r_k, r_plan, r_walks, r_base, R, D, exhaustive, branchi
         for r in range(t, nroot, nthreads):
             used[r] = _walk_root(r, r_a[r], r_b[r], r_el[r], r_k[r], r_plan[r], r_walks[r], R,
                                  D, exhaustive, branching, weigh_bytes, seed, pl, nb_level,
-                                 nb_label, seg_off, seg_len, vlabel, key, elab, ct, dt, bufs, cand,
-                                 ncand, kids, nkids, kpos, kcnt, draws, walks, wts, ev_v,
-                                 ev_w, r_base[r], dense, t)
+                                 nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt,
+                                 bufs, cand, ncand, kids, nkids, kpos, kcnt, draws, walks, wts,
+                                 ev_v, ev_w, r_base[r], dense, t)
     return used

@@ -4,7 +4,9 @@ In place (the CPU) a batch's insertions are merged into their versions once per 
 copy-on-write (the GPU) inserts each into a new version. On raw streams where every rule
 fires (duplicates, missing deletes, re-inserts within a batch, relabels, hub vertex
 deletions between insertions), every primitive update must be equal, and so must every
-vertex's version as a reader after the watermark sees it.
+vertex's version as a reader after the watermark sees it. In place the graph's label
+offsets (``loff``) must equal a recount of every version after each batch, compaction
+and restore.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 from _batches import lagged_batches, raw_stream
 
-from gpu import HostGraph, UpdateBatch
+from gpu import HostGraph, UpdateBatch, UpdateOp
 from gpu.cuda._updater import host_versions
 from streams import GenConfig, generate
 
@@ -25,6 +27,18 @@ def _graph(copy_on_write: bool, initial, vcap: int, pcap: int) -> HostGraph:  # 
         g.load(initial.vertex_ids, initial.vertex_labels, initial.src, initial.dst,
                initial.label)
     return g
+
+
+def _labels_exact(g: HostGraph) -> None:
+    """Each row of ``g.loff`` is where each label's range starts in the version."""
+    nv, cols = g.num_vertices, g.loff.shape[1]
+    if not cols:
+        return
+    assert int(g.vlabel[:nv].min(initial=0)) >= 0 and int(g.vlabel[:nv].max(initial=0)) < cols - 1
+    for v in range(nv):
+        labs = g.key[g.seg_off[v]:g.seg_off[v] + g.seg_len[v]] >> 32
+        want = np.searchsorted(labs, np.arange(cols), side="left")
+        assert np.array_equal(g.loff[v], want), f"label offsets of {v}: {g.loff[v]} != {want}"
 
 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
@@ -44,8 +58,15 @@ def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  #
         hv, iv = host_versions(cow), host_versions(inp)
         bad = [v for v in range(nv) if not np.array_equal(hv[v], iv[v])]
         assert not bad, f"versions differ for internal ids {bad[:5]}"
+        _labels_exact(inp)
         if k % 7 == 0:   # a collection between batches, as the engine may run one
             inp.compact()
+            _labels_exact(inp)
+        if k % 11 == 0:   # a restored graph recounts them
+            r = HostGraph()
+            r.copy_on_write = False
+            r.restore({key: np.array(v) for key, v in inp.dump().items()})
+            _labels_exact(r)
 
 
 @pytest.mark.parametrize("b", [1, 7, 64, 4096])
@@ -121,3 +142,33 @@ def test_direct_id_index_resolves_like_the_table_alone(copy_on_write: bool) -> N
     assert nv == both[1].num_vertices
     hv, tv = host_versions(both[0]), host_versions(both[1])
     assert all(np.array_equal(hv[v], tv[v]) for v in range(nv))
+
+
+@pytest.mark.parametrize("top", [5, 40, -3])
+def test_label_offsets_widen_or_stop_for_new_labels(top: int) -> None:
+    """Vertex insertions with labels past the columns: up to LABEL_COLUMNS they widen the
+    offsets (the new label's columns start at each version's end); past it, or negative,
+    the graph keeps none and readers search. Either way it resolves like copy-on-write."""
+    s = raw_stream(seed=3, n=3000, ids=60, hub_every=5)
+    label = s.label.copy()
+    ins_v = np.flatnonzero(s.op == UpdateOp.INSERT_VERTEX)
+    label[ins_v[len(ins_v) // 2:][::4]] = top
+    s = UpdateBatch.build(s.seq, s.op, s.src, s.dst, label)
+    _run(None, s, [64])
+    g = _graph(False, None, 1024, 4096)
+    g.apply(s)
+    assert g.loff.shape[1] == (top + 2 if 0 <= top < 16 else 0)   # labels 0..top, one more
+
+
+def test_pool_allocator_gets_a_length() -> None:
+    """The pool's allocator (the GPU's mapped_zeros) is called with a length when the pool
+    grows, while the vertex arrays (two-dimensional label offsets among them) grow too."""
+    def alloc(n, dtype):  # type: ignore[no-untyped-def]
+        assert isinstance(n, int), n
+        return np.zeros(n, dtype)
+
+    g = _graph(False, None, 16, 16)
+    g.use_pool_allocator(alloc)
+    g.apply(raw_stream(seed=6, n=3000, ids=300, hub_every=3))
+    assert g.pool_used <= len(g.key) and g.num_vertices <= len(g.loff)
+    _labels_exact(g)
