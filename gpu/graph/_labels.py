@@ -21,6 +21,7 @@ import numba as nb
 import numpy as np
 
 from .._types import WILDCARD
+from ._kernels import lower_bound
 
 #: labels 0..LABEL_COLUMNS-1 get columns (a row is (C + 1) int32 per vertex); a graph
 #: with any other vertex label keeps none
@@ -28,17 +29,6 @@ LABEL_COLUMNS = 16
 
 _WILD = WILDCARD
 _ONE32 = np.int64(1) << np.int64(32)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _lower_bound(a, lo, hi, x):  # type: ignore[no-untyped-def]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -52,8 +42,8 @@ def label_range(w, lab, seg_off, seg_len, loff, key):  # type: ignore[no-untyped
     nc = loff.shape[1] - 1
     if nc < 0:
         base = np.int64(lab) << np.int64(32)
-        lo = _lower_bound(key, o, o + seg_len[w], base)
-        return lo, _lower_bound(key, lo, o + seg_len[w], base + _ONE32)
+        lo = lower_bound(key, o, o + seg_len[w], base)
+        return lo, lower_bound(key, lo, o + seg_len[w], base + _ONE32)
     if np.uint32(lab) < np.uint32(nc):
         return o + loff[w, lab], o + loff[w, lab + 1]
     return o, o
