@@ -716,8 +716,8 @@ class DevicePipeline:
             head.done = True
             # a read launch lets go of its tickets: each ticket refers to its launch, and the
             # cycle left every batch's results to the garbage collector, whose young-
-            # generation passes then freed some 700 objects at once (0.3-0.4 ms pauses, 110
-            # of them in 2 s at 10,000 updates/s: most of the p99)
+            # generation passes then freed some 700 objects at once (0.3-0.4 ms pauses, about
+            # 100 in 2 s at 10,000 updates/s; with the collector off p99 was 0.65 -> 0.44 ms)
             head.tickets = []
 
     def _read(self, g: _Launch) -> None:
