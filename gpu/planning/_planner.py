@@ -31,7 +31,7 @@ __all__ = ["LevelPlan", "Plan", "PlanSet", "QueryPlan", "plan_query"]
 #: field index in the packed table ``PlanSet.table[plan, field, level]`` read by kernels
 (F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP, F_NLFOFF,
  F_NLFCNT, F_MISC) = range(12)
-N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label
+N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label, [2] = mirror row (0: none)
 
 _W = int(WILDCARD)
 
@@ -58,6 +58,10 @@ class LevelPlan:
 class Plan:
     root_label: int
     levels: tuple[LevelPlan, ...]
+    #: the same root with the last two levels swapped (a 4-cycle grown from the other
+    #: root), or None: the CPU kernel counts each unit with whichever of the two starts
+    #: from the shorter level-2 label range (``PlanSet.table[p, F_MISC, 2]``)
+    mirror: Plan | None = None
 
 
 def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
@@ -97,8 +101,8 @@ def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
 
 def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
                conditions: Sequence[tuple[int, int]],
-               freq: Mapping[int, float] | None) -> Plan:
-    order = _order(q, adj, ux, uy, freq)
+               freq: Mapping[int, float] | None, order: list[int] | None = None) -> Plan:
+    order = _order(q, adj, ux, uy, freq) if order is None else order
     level_of = {v: i for i, v in enumerate(order)}
     back: list[dict[int, int]] = []
     levels: list[LevelPlan] = []
@@ -128,6 +132,24 @@ def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
                                              if q.vertex_labels[w] is not None).items()))))
     root = adj[ux][uy]
     return Plan(root_label=_W if root is None else root, levels=tuple(levels))
+
+
+def _with_mirror(q: Query, adj: list[dict[int, int | None]], plan: Plan,
+                 conditions: Sequence[tuple[int, int]],
+                 freq: Mapping[int, float] | None) -> Plan:
+    """``plan`` with its mirror where it has one: four levels, level 2 next to one root
+    only and level 3 next to the other (a 4-cycle). Which side is cheaper depends on the
+    update (RapidFlow orders by data), so the kernel picks per unit."""
+    lv = plan.levels
+    if len(lv) != 4 or len(lv[2].intersect) != 1 or lv[2].reuse >= 0:
+        return plan
+    r2 = lv[2].intersect[0][0]
+    if r2 > 1 or not any(lvl == 1 - r2 for lvl, _ in lv[3].intersect):
+        return plan
+    order = [x.vertex for x in lv]
+    mirror = _plan_edge(q, adj, order[0], order[1], conditions, freq,
+                        order[:2] + [order[3], order[2]])
+    return Plan(root_label=plan.root_label, levels=plan.levels, mirror=mirror)
 
 
 def levels_label(q: Query, v: int) -> int:
@@ -176,14 +198,16 @@ def plan_query(q: Query, mode: CountMode, *, listing: bool = False,
         orbits = edge_orbits(q)
         if len({len(o) for o in orbits}) == 1:
             size = len(orbits[0])
-            plans = [_plan_edge(q, adj, *o[0], (), label_share) for o in orbits]
+            plans = [_with_mirror(q, adj, _plan_edge(q, adj, *o[0], (), label_share), (),
+                                  label_share) for o in orbits]
             return QueryPlan(plans, aut, _ratio(size, aut if subgraphs else 1),
                              _ratio(1, aut if subgraphs else 1))
     conditions = sym.conditions if subgraphs or not listing else ()
     plans = []
     for a, b, _ in q.edges:
-        plans.append(_plan_edge(q, adj, a, b, conditions, label_share))
-        plans.append(_plan_edge(q, adj, b, a, conditions, label_share))
+        for x, y in ((a, b), (b, a)):
+            p = _plan_edge(q, adj, x, y, conditions, label_share)
+            plans.append(p if listing else _with_mirror(q, adj, p, conditions, label_share))
     k = 1 if subgraphs or listing else aut
     return QueryPlan(plans, aut, (k, 1), (k, 1))
 
@@ -210,7 +234,15 @@ class PlanSet:
 
     @classmethod
     def pack(cls, per_query: Sequence[Sequence[Plan]]) -> PlanSet:
+        """Mirrors (``Plan.mirror``) get rows of ``table`` after every query's plans,
+        outside every query's range; the other arrays hold the plans only."""
         plans = [p for ps in per_query for p in ps]
+        n_plans = len(plans)
+        mirror_of = {}
+        for p, plan in enumerate(plans[:n_plans]):
+            if plan.mirror is not None:
+                mirror_of[p] = len(plans)
+                plans.append(plan.mirror)
         P, M = len(plans), MAX_QUERY_VERTICES
         z = lambda: np.zeros((P, M), np.int32)  # noqa: E731
         n, rl = np.zeros(P, np.int32), np.zeros(P, np.int32)
@@ -243,10 +275,14 @@ class PlanSet:
             table[:, fld, :] = arr
         table[:, F_MISC, 0] = n
         table[:, F_MISC, 1] = rl
+        for p, m in mirror_of.items():
+            table[p, F_MISC, 2] = m
         counts = [len(ps) for ps in per_query]
         hi = np.cumsum(counts, dtype=np.int64).astype(np.int32)
-        return cls(n=n, root_label=rl, vertex=vertex, label=label, degree=degree, reuse=reuse,
-                   nb_off=nb_off, nb_cnt=nb_cnt, gt_mask=gt, lt_mask=lt,
+        k = n_plans
+        return cls(n=n[:k], root_label=rl[:k], vertex=vertex[:k], label=label[:k],
+                   degree=degree[:k], reuse=reuse[:k], nb_off=nb_off[:k], nb_cnt=nb_cnt[:k],
+                   gt_mask=gt[:k], lt_mask=lt[:k],
                    nb_level=np.array(nb_level + [0], np.int32),
                    nb_label=np.array(nb_label + [0], np.int32),
                    query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi,
