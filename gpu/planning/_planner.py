@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -165,6 +165,11 @@ class QueryPlan:
     scale: tuple[int, int]
     #: the static count is (sum of plan 0 over every directed data edge) * num // den
     initial_scale: tuple[int, int]
+    #: count-only with orbits of unequal sizes: one plan per orbit of directed edges,
+    #: without conditions, and the orbit's size. sum(size x count) over them is
+    #: |Aut| x (sum of ``plans``' counts), exactly, per update; the CPU counts with these
+    #: (weights per plan), the GPU with ``plans``
+    orbit_plans: tuple[tuple[Plan, int], ...] = field(default=())
 
 
 def _ratio(num: int, den: int) -> tuple[int, int]:
@@ -194,9 +199,13 @@ def plan_query(q: Query, mode: CountMode, *, listing: bool = False,
     aut = sym.automorphisms
     adj = q.adjacency()
     subgraphs = mode is CountMode.SUBGRAPHS
+    orbit_plans: tuple[tuple[Plan, int], ...] = ()
     if not listing and aut > 1:
         orbits = edge_orbits(q)
-        if len({len(o) for o in orbits}) == 1:
+        if len({len(o) for o in orbits}) > 1:
+            orbit_plans = tuple((_with_mirror(q, adj, _plan_edge(q, adj, *o[0], (), label_share),
+                                              (), label_share), len(o)) for o in orbits)
+        else:
             size = len(orbits[0])
             plans = [_with_mirror(q, adj, _plan_edge(q, adj, *o[0], (), label_share), (),
                                   label_share) for o in orbits]
@@ -209,7 +218,7 @@ def plan_query(q: Query, mode: CountMode, *, listing: bool = False,
             p = _plan_edge(q, adj, x, y, conditions, label_share)
             plans.append(p if listing else _with_mirror(q, adj, p, conditions, label_share))
     k = 1 if subgraphs or listing else aut
-    return QueryPlan(plans, aut, (k, 1), (k, 1))
+    return QueryPlan(plans, aut, (k, 1), (k, 1), orbit_plans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,18 +240,54 @@ class PlanSet:
     query_lo: npt.NDArray[np.int32]    # [Qn] first plan of query i
     query_hi: npt.NDArray[np.int32]    # [Qn]
     table: npt.NDArray[np.int32]       # [P, N_FIELDS, 12] the per-plan arrays in one block
+    #: the CPU's count plans (``QueryPlan.orbit_plans``), indexed by a query's first
+    #: plan (query_lo): the end of the query's own plans (a task over exactly those
+    #: counts with these instead), their rows of ``table``, and the divisor of the
+    #: weighted sum (1 where the query counts with its own plans)
+    count_for: npt.NDArray[np.int32]   # [P + 1]
+    count_lo: npt.NDArray[np.int32]    # [P + 1]
+    count_hi: npt.NDArray[np.int32]    # [P + 1]
+    count_div: npt.NDArray[np.int64]   # [P + 1]
+    #: [rows of table] each row's weight in the count (its orbit's size; 1 otherwise)
+    weight: npt.NDArray[np.int64]
+    #: some query counts with weighted plans
+    weighted: bool
 
     @classmethod
-    def pack(cls, per_query: Sequence[Sequence[Plan]]) -> PlanSet:
-        """Mirrors (``Plan.mirror``) get rows of ``table`` after every query's plans,
-        outside every query's range; the other arrays hold the plans only."""
+    def pack(cls, per_query: Sequence[Sequence[Plan]],
+             orbit_plans: Sequence[tuple[tuple[Plan, int], ...]] | None = None,
+             automorphisms: Sequence[int] | None = None) -> PlanSet:
+        """Orbit plans (``QueryPlan.orbit_plans``, with each query's |Aut|) and then
+        mirrors (``Plan.mirror``) get rows of ``table`` after every query's plans, outside
+        every query's range; the other arrays hold the plans only."""
         plans = [p for ps in per_query for p in ps]
         n_plans = len(plans)
+        count_for = np.full(n_plans + 1, -1, np.int32)   # + 1: a last query without plans
+        count_lo = np.zeros(n_plans + 1, np.int32)
+        count_hi = np.zeros(n_plans + 1, np.int32)
+        count_div = np.ones(n_plans + 1, np.int64)
+        weights: list[int] = [1] * n_plans
+        first = 0
+        for i, ps in enumerate(per_query):
+            if not ps:
+                continue
+            count_for[first] = first + len(ps)
+            count_lo[first], count_hi[first] = first, first + len(ps)
+            extra = orbit_plans[i] if orbit_plans is not None else ()
+            if extra and automorphisms is not None:
+                count_lo[first], count_hi[first] = len(plans), len(plans) + len(extra)
+                count_div[first] = automorphisms[i]
+                for plan, size in extra:
+                    plans.append(plan)
+                    weights.append(size)
+            first += len(ps)
+        weighted = len(plans) > n_plans
         mirror_of = {}
-        for p, plan in enumerate(plans[:n_plans]):
+        for p, plan in enumerate(list(plans)):
             if plan.mirror is not None:
                 mirror_of[p] = len(plans)
                 plans.append(plan.mirror)
+                weights.append(1)
         P, M = len(plans), MAX_QUERY_VERTICES
         z = lambda: np.zeros((P, M), np.int32)  # noqa: E731
         n, rl = np.zeros(P, np.int32), np.zeros(P, np.int32)
@@ -282,7 +327,9 @@ class PlanSet:
         k = n_plans
         return cls(n=n[:k], root_label=rl[:k], vertex=vertex[:k], label=label[:k],
                    degree=degree[:k], reuse=reuse[:k], nb_off=nb_off[:k], nb_cnt=nb_cnt[:k],
-                   gt_mask=gt[:k], lt_mask=lt[:k],
+                   gt_mask=gt[:k], lt_mask=lt[:k], count_for=count_for, count_lo=count_lo,
+                   count_hi=count_hi,
+                   count_div=count_div, weight=np.array(weights, np.int64), weighted=weighted,
                    nb_level=np.array(nb_level + [0], np.int32),
                    nb_label=np.array(nb_label + [0], np.int32),
                    query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi,
