@@ -30,7 +30,7 @@ from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp
 from .exceptions import EngineError, UnknownQueryError
 from .graph._host import HostGraph, LoadStats, OpTable
-from .planning._planner import Plan, PlanSet, plan_query
+from .planning._planner import PlanSet, QueryPlan, plan_query
 from .planning._query import Query
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class Engine:
         # the host graph, which the executor reads or mirrors
         self.graph: HostGraph = getattr(self.executor, "owned_graph", None) or HostGraph()
         self._queries: dict[int, RegisteredQuery] = {}
-        self._plans: dict[int, list] = {}  # type: ignore[type-arg]
+        self._plans: dict[int, QueryPlan] = {}
         self._planset: PlanSet | None = None
         self._standing = _Standing.of({})
         self._next_id = 1
@@ -139,9 +139,9 @@ class Engine:
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
-        reg, plans = self._planned(spec, qid)
+        reg, qp = self._planned(spec, qid)
         self._queries[qid] = reg
-        self._plans[qid] = plans
+        self._plans[qid] = qp
         self._changed()
         self._next_id = max(self._next_id, qid + 1)
         return reg, (self._initial(qid) if initial else None)
@@ -152,12 +152,12 @@ class Engine:
         self._settle()
         return self._planned(spec, query_id)[0]
 
-    def _planned(self, spec: QuerySpec, qid: int) -> tuple[RegisteredQuery, list[Plan]]:
+    def _planned(self, spec: QuerySpec, qid: int) -> tuple[RegisteredQuery, QueryPlan]:
         qp = plan_query(spec.query, spec.mode, listing=spec.list_matches,
                         label_share=self._label_share())
         return RegisteredQuery(id=qid, spec=spec, automorphisms=qp.automorphisms,
                                plan_count=len(qp.plans), scale=qp.scale,
-                               initial_scale=qp.initial_scale), qp.plans
+                               initial_scale=qp.initial_scale), qp
 
     def _label_share(self) -> dict[int, float]:
         n = self.graph.num_vertices
@@ -184,7 +184,10 @@ class Engine:
         """Packed at every (un)registration, so no batch pays for it (nor for setting the
         device pipeline up for it)."""
         if self._planset is None:
-            self._planset = PlanSet.pack([self._plans[q] for q in self._queries])
+            qps = [self._plans[q] for q in self._queries]
+            self._planset = PlanSet.pack([qp.plans for qp in qps],
+                                         [qp.orbit_plans for qp in qps],
+                                         [qp.automorphisms for qp in qps])
             prepare = getattr(self.executor, "prepare_batches", None)
             if prepare is not None and self._queries and self._standing.counting_only:
                 prepare(self._planset)

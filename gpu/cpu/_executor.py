@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numba as nb
 import numpy as np
+import numpy.typing as npt
 
 from .._executor import EXECUTORS, Done, MatchOutput, MatchTasks, live_units, task_starts, task_sums
 from ..graph._host import HostGraph, OpTable
@@ -48,8 +51,11 @@ class CpuExecutor:
              graph.key, graph.elab, graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
         # count phase: one unit per (task, plan) with a live root, so heavy updates spread
-        # over threads; the costliest tasks (degree product) are dealt first
-        owner, plan64 = live_units(graph, plans, tasks)
+        # over threads; the costliest tasks (degree product) are dealt first. A query
+        # with orbits of unequal sizes counts with one weighted plan per orbit
+        # (``QueryPlan.orbit_plans``), not its conditioned plans
+        counting, div = _counting_tasks(plans, tasks) if plans.weighted else (tasks, None)
+        owner, plan64 = live_units(graph, plans, counting)
         plan = plan64.astype(np.int32)
         start = task_starts(owner)
         order = _by_task_cost(graph.seg_len, tasks.a, tasks.b, owner, start)
@@ -58,7 +64,11 @@ class CpuExecutor:
                                     max(1, min(self.threads, len(owner))), maxlen,
                                     _sets_nv(len(owner), nv), pl, plans.nb_level,
                                     plans.nb_label, *g)
+        if plans.weighted:
+            unit_counts *= plans.weight[plan64]
         counts = task_sums(n, owner, start, unit_counts)
+        if div is not None:
+            counts //= div   # exact: |Aut| x the conditioned plans' count
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
         row_off = np.zeros(n + 1, np.int64)
         np.cumsum(listed, out=row_off[1:])
@@ -70,6 +80,17 @@ class CpuExecutor:
                          min(self.threads, len(sel)), maxlen, _sets_nv(len(sel), nv), pl,
                          plans.nb_level, plans.nb_label, *g, rows)
         return MatchOutput(counts, listed, row_off, rows)
+
+
+def _counting_tasks(plans: PlanSet, tasks: MatchTasks) -> tuple[MatchTasks, npt.NDArray[np.int64]]:
+    """``tasks`` where each one over all of its query's plans takes the query's count
+    plans (``PlanSet.count_lo``) instead, and the divisor of each task's weighted sum.
+    A task over part of them (the static count's plan 0) keeps its own."""
+    full = (tasks.plan_hi > tasks.plan_lo) & (plans.count_for[tasks.plan_lo] == tasks.plan_hi)
+    lo = np.where(full, plans.count_lo[tasks.plan_lo], tasks.plan_lo).astype(np.int32)
+    hi = np.where(full, plans.count_hi[tasks.plan_lo], tasks.plan_hi).astype(np.int32)
+    div = np.where(full, plans.count_div[tasks.plan_lo], 1)
+    return replace(tasks, plan_lo=lo, plan_hi=hi), div
 
 
 def _sets_nv(units: int, nv: int) -> int:

@@ -475,6 +475,20 @@ def _buffers(maxlen):  # type: ignore[no-untyped-def]
             np.zeros((3, M), np.int64))
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _cheaper_side(a, b, p, pl, nb_level, seg_off, seg_len, loff, key):  # type: ignore[no-untyped-def]
+    """p or its mirror (``Plan.mirror``), whichever grows level 2 from the shorter label
+    range of its root (a 4-cycle from the root with fewer candidates)."""
+    m = pl[p, F_MISC, 2]
+    if m == 0:
+        return p
+    ra = a if nb_level[pl[p, F_NBOFF, 2]] == 0 else b
+    rb = a if nb_level[pl[m, F_NBOFF, 2]] == 0 else b
+    lo, hi = label_range(ra, pl[p, F_LABEL, 2], seg_off, seg_len, loff, key)
+    lo2, hi2 = label_range(rb, pl[m, F_LABEL, 2], seg_off, seg_len, loff, key)
+    return m if hi2 - lo2 < hi - lo else p
+
+
 @leaf
 def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level, nb_label,
                  seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
@@ -490,7 +504,8 @@ def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_l
         i = order[r]
         c = 0
         for p in range(t_plo[i], t_phi[i]):
-            c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label, seg_off,
+            q = _cheaper_side(t_a[i], t_b[i], p, pl, nb_level, seg_off, seg_len, loff, key)
+            c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], q, pl, nb_level, nb_label, seg_off,
                           seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
                           ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst, dummy, 0, -1)
         counts[i] = c

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +31,7 @@ __all__ = ["LevelPlan", "Plan", "PlanSet", "QueryPlan", "plan_query"]
 #: field index in the packed table ``PlanSet.table[plan, field, level]`` read by kernels
 (F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP, F_NLFOFF,
  F_NLFCNT, F_MISC) = range(12)
-N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label
+N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label, [2] = mirror row (0: none)
 
 _W = int(WILDCARD)
 
@@ -58,6 +58,10 @@ class LevelPlan:
 class Plan:
     root_label: int
     levels: tuple[LevelPlan, ...]
+    #: the same root with the last two levels swapped (a 4-cycle grown from the other
+    #: root), or None: the CPU kernel counts each unit with whichever of the two starts
+    #: from the shorter level-2 label range (``PlanSet.table[p, F_MISC, 2]``)
+    mirror: Plan | None = None
 
 
 def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
@@ -97,8 +101,8 @@ def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
 
 def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
                conditions: Sequence[tuple[int, int]],
-               freq: Mapping[int, float] | None) -> Plan:
-    order = _order(q, adj, ux, uy, freq)
+               freq: Mapping[int, float] | None, order: list[int] | None = None) -> Plan:
+    order = _order(q, adj, ux, uy, freq) if order is None else order
     level_of = {v: i for i, v in enumerate(order)}
     back: list[dict[int, int]] = []
     levels: list[LevelPlan] = []
@@ -130,6 +134,24 @@ def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
     return Plan(root_label=_W if root is None else root, levels=tuple(levels))
 
 
+def _with_mirror(q: Query, adj: list[dict[int, int | None]], plan: Plan,
+                 conditions: Sequence[tuple[int, int]],
+                 freq: Mapping[int, float] | None) -> Plan:
+    """``plan`` with its mirror where it has one: four levels, level 2 next to one root
+    only and level 3 next to the other (a 4-cycle). Which side is cheaper depends on the
+    update (RapidFlow orders by data), so the kernel picks per unit."""
+    lv = plan.levels
+    if len(lv) != 4 or len(lv[2].intersect) != 1 or lv[2].reuse >= 0:
+        return plan
+    r2 = lv[2].intersect[0][0]
+    if r2 > 1 or not any(lvl == 1 - r2 for lvl, _ in lv[3].intersect):
+        return plan
+    order = [x.vertex for x in lv]
+    mirror = _plan_edge(q, adj, order[0], order[1], conditions, freq,
+                        order[:2] + [order[3], order[2]])
+    return Plan(root_label=plan.root_label, levels=plan.levels, mirror=mirror)
+
+
 def levels_label(q: Query, v: int) -> int:
     lab = q.vertex_labels[v]
     return _W if lab is None else lab
@@ -143,6 +165,11 @@ class QueryPlan:
     scale: tuple[int, int]
     #: the static count is (sum of plan 0 over every directed data edge) * num // den
     initial_scale: tuple[int, int]
+    #: count-only with orbits of unequal sizes: one plan per orbit of directed edges,
+    #: without conditions, and the orbit's size. sum(size x count) over them is
+    #: |Aut| x (sum of ``plans``' counts), exactly, per update; the CPU counts with these
+    #: (weights per plan), the GPU with ``plans``
+    orbit_plans: tuple[tuple[Plan, int], ...] = field(default=())
 
 
 def _ratio(num: int, den: int) -> tuple[int, int]:
@@ -172,20 +199,26 @@ def plan_query(q: Query, mode: CountMode, *, listing: bool = False,
     aut = sym.automorphisms
     adj = q.adjacency()
     subgraphs = mode is CountMode.SUBGRAPHS
+    orbit_plans: tuple[tuple[Plan, int], ...] = ()
     if not listing and aut > 1:
         orbits = edge_orbits(q)
-        if len({len(o) for o in orbits}) == 1:
+        if len({len(o) for o in orbits}) > 1:
+            orbit_plans = tuple((_with_mirror(q, adj, _plan_edge(q, adj, *o[0], (), label_share),
+                                              (), label_share), len(o)) for o in orbits)
+        else:
             size = len(orbits[0])
-            plans = [_plan_edge(q, adj, *o[0], (), label_share) for o in orbits]
+            plans = [_with_mirror(q, adj, _plan_edge(q, adj, *o[0], (), label_share), (),
+                                  label_share) for o in orbits]
             return QueryPlan(plans, aut, _ratio(size, aut if subgraphs else 1),
                              _ratio(1, aut if subgraphs else 1))
     conditions = sym.conditions if subgraphs or not listing else ()
     plans = []
     for a, b, _ in q.edges:
-        plans.append(_plan_edge(q, adj, a, b, conditions, label_share))
-        plans.append(_plan_edge(q, adj, b, a, conditions, label_share))
+        for x, y in ((a, b), (b, a)):
+            p = _plan_edge(q, adj, x, y, conditions, label_share)
+            plans.append(p if listing else _with_mirror(q, adj, p, conditions, label_share))
     k = 1 if subgraphs or listing else aut
-    return QueryPlan(plans, aut, (k, 1), (k, 1))
+    return QueryPlan(plans, aut, (k, 1), (k, 1), orbit_plans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,10 +240,54 @@ class PlanSet:
     query_lo: npt.NDArray[np.int32]    # [Qn] first plan of query i
     query_hi: npt.NDArray[np.int32]    # [Qn]
     table: npt.NDArray[np.int32]       # [P, N_FIELDS, 12] the per-plan arrays in one block
+    #: the CPU's count plans (``QueryPlan.orbit_plans``), indexed by a query's first
+    #: plan (query_lo): the end of the query's own plans (a task over exactly those
+    #: counts with these instead), their rows of ``table``, and the divisor of the
+    #: weighted sum (1 where the query counts with its own plans)
+    count_for: npt.NDArray[np.int32]   # [P + 1]
+    count_lo: npt.NDArray[np.int32]    # [P + 1]
+    count_hi: npt.NDArray[np.int32]    # [P + 1]
+    count_div: npt.NDArray[np.int64]   # [P + 1]
+    #: [rows of table] each row's weight in the count (its orbit's size; 1 otherwise)
+    weight: npt.NDArray[np.int64]
+    #: some query counts with weighted plans
+    weighted: bool
 
     @classmethod
-    def pack(cls, per_query: Sequence[Sequence[Plan]]) -> PlanSet:
+    def pack(cls, per_query: Sequence[Sequence[Plan]],
+             orbit_plans: Sequence[tuple[tuple[Plan, int], ...]] | None = None,
+             automorphisms: Sequence[int] | None = None) -> PlanSet:
+        """Orbit plans (``QueryPlan.orbit_plans``, with each query's |Aut|) and then
+        mirrors (``Plan.mirror``) get rows of ``table`` after every query's plans, outside
+        every query's range; the other arrays hold the plans only."""
         plans = [p for ps in per_query for p in ps]
+        n_plans = len(plans)
+        count_for = np.full(n_plans + 1, -1, np.int32)   # + 1: a last query without plans
+        count_lo = np.zeros(n_plans + 1, np.int32)
+        count_hi = np.zeros(n_plans + 1, np.int32)
+        count_div = np.ones(n_plans + 1, np.int64)
+        weights: list[int] = [1] * n_plans
+        first = 0
+        for i, ps in enumerate(per_query):
+            if not ps:
+                continue
+            count_for[first] = first + len(ps)
+            count_lo[first], count_hi[first] = first, first + len(ps)
+            extra = orbit_plans[i] if orbit_plans is not None else ()
+            if extra and automorphisms is not None:
+                count_lo[first], count_hi[first] = len(plans), len(plans) + len(extra)
+                count_div[first] = automorphisms[i]
+                for plan, size in extra:
+                    plans.append(plan)
+                    weights.append(size)
+            first += len(ps)
+        weighted = len(plans) > n_plans
+        mirror_of = {}
+        for p, plan in enumerate(list(plans)):
+            if plan.mirror is not None:
+                mirror_of[p] = len(plans)
+                plans.append(plan.mirror)
+                weights.append(1)
         P, M = len(plans), MAX_QUERY_VERTICES
         z = lambda: np.zeros((P, M), np.int32)  # noqa: E731
         n, rl = np.zeros(P, np.int32), np.zeros(P, np.int32)
@@ -243,10 +320,16 @@ class PlanSet:
             table[:, fld, :] = arr
         table[:, F_MISC, 0] = n
         table[:, F_MISC, 1] = rl
+        for p, m in mirror_of.items():
+            table[p, F_MISC, 2] = m
         counts = [len(ps) for ps in per_query]
         hi = np.cumsum(counts, dtype=np.int64).astype(np.int32)
-        return cls(n=n, root_label=rl, vertex=vertex, label=label, degree=degree, reuse=reuse,
-                   nb_off=nb_off, nb_cnt=nb_cnt, gt_mask=gt, lt_mask=lt,
+        k = n_plans
+        return cls(n=n[:k], root_label=rl[:k], vertex=vertex[:k], label=label[:k],
+                   degree=degree[:k], reuse=reuse[:k], nb_off=nb_off[:k], nb_cnt=nb_cnt[:k],
+                   gt_mask=gt[:k], lt_mask=lt[:k], count_for=count_for, count_lo=count_lo,
+                   count_hi=count_hi,
+                   count_div=count_div, weight=np.array(weights, np.int64), weighted=weighted,
                    nb_level=np.array(nb_level + [0], np.int32),
                    nb_label=np.array(nb_label + [0], np.int32),
                    query_lo=(hi - np.array(counts, np.int32)).astype(np.int32), query_hi=hi,

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from gpu import CountMode, Query, QueryError
-from gpu.planning._planner import plan_query
+from gpu.planning._planner import PlanSet, plan_query
 from gpu.planning._symmetry import analyse_symmetry, edge_orbits
 
 
@@ -81,3 +81,23 @@ def test_counting_plans_one_edge_per_orbit_when_orbits_agree_in_size() -> None:
     tailed = _q(4, [(0, 1), (1, 2), (0, 2), (2, 3)])   # orbit sizes differ: conditions
     qp = plan_query(tailed, CountMode.EMBEDDINGS)
     assert len(qp.plans) == 8 and qp.scale == (2, 1)
+
+
+def test_orbits_of_unequal_size_give_weighted_count_plans() -> None:
+    tailed = _q(4, [(0, 1), (1, 2), (0, 2), (2, 3)])
+    qp = plan_query(tailed, CountMode.SUBGRAPHS)
+    # one unconditioned plan per orbit of directed edges, weighted by the orbit's size
+    assert sorted(size for _, size in qp.orbit_plans) == sorted(len(o) for o in edge_orbits(tailed))
+    assert sum(size for _, size in qp.orbit_plans) == 2 * len(tailed.edges)
+    assert not any(lv.greater_than or lv.less_than
+                   for p, _ in qp.orbit_plans for lv in p.levels)
+    assert not plan_query(tailed, CountMode.SUBGRAPHS, listing=True).orbit_plans
+    ps = PlanSet.pack([qp.plans, qp.plans], [qp.orbit_plans, ()], [qp.automorphisms, 1])
+    n = len(qp.plans)
+    # the first query counts with rows after both queries' plans; the second with its own
+    assert (ps.count_for[0], ps.count_lo[0], ps.count_hi[0]) == (n, 2 * n, 2 * n + len(qp.orbit_plans))
+    assert ps.count_div[0] == qp.automorphisms
+    assert (ps.count_for[n], ps.count_lo[n], ps.count_hi[n], ps.count_div[n]) == (2 * n, n, 2 * n, 1)
+    k = len(qp.orbit_plans)
+    assert list(ps.weight[2 * n:2 * n + k]) == [s for _, s in qp.orbit_plans]
+    assert len(ps.n) == 2 * n and ps.weighted
