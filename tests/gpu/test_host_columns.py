@@ -148,3 +148,25 @@ def test_insert_multiplicity_is_the_most_insertions_naming_one_vertex() -> None:
         tally = np.zeros(12, np.int32)
         assert insert_multiplicity(inp, n, tally) == want, n
         assert not tally.any()   # left zeroed for the next launch
+
+
+def test_the_pipelines_constants_equal_the_kernels() -> None:
+    """The host picks apply_step's grid and lays out control blocks with numbers that
+    kernels/update.cu defines too; a mismatch would give a launch too few resolver
+    blocks or misread its words, and only a GPU run would show it."""
+    import re
+    from pathlib import Path
+
+    from gpu.cuda import _pipeline as p
+    from gpu.cuda.kernels import TILE
+
+    src = (Path(p.__file__).parent / "kernels" / "update.cu").read_text()
+    defines = dict(re.findall(r"#define (\w+) (\d+)\b", src))
+    assert int(defines["UPDATES_PER_BLOCK"]) == p._UPDATES_PER_BLOCK
+    assert int(defines["TILE"]) == TILE
+    words = re.search(r"enum \{ (C_N = 0,[^}]*)\}", src)
+    assert words is not None
+    names = [w.split("=")[0].strip() for w in words.group(1).split(",") if w.strip()]
+    for i, name in enumerate(names[:-1]):   # the last is C_HDR = 16
+        assert getattr(p, name) == i, name
+    assert p.C_HDR == 16
