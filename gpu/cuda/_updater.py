@@ -27,7 +27,7 @@ from ..graph._host import HostGraph, LoadStats, OpTable, ranges, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
 from ._host_columns import note_ext, stage_rows
-from .kernels import TILE, cupy_or_raise, kernel, sm_count
+from .kernels import BUILD_TILES, TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 
@@ -77,16 +77,19 @@ class DeviceUpdater:
              ("valive", np.uint8), ("vslot", np.int32), ("vext", np.int64), ("vpub", np.int64),
              ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32),
              ("vtile", np.int64), ("vcnt", np.int32), ("vown", np.int32))
-    #: the parallel resolver's per-tile scratch, in tiles (kernels/update.cu)
-    _TILE_SCRATCH = (("owners", np.int32, 2), ("bucket", np.int32, 2), ("e_owner", np.int32, 2),
-                     ("e_key", np.int64, 2), ("e_lab", np.int32, 2), ("e_ct", np.int64, 2),
-                     ("e_dt", np.int64, 2), ("b_key", np.int64, 2), ("b_lab", np.int32, 2),
-                     ("b_ct", np.int64, 2), ("b_dt", np.int64, 2), ("s_key", np.int64, 2),
-                     ("s_lab", np.int32, 2), ("s_ct", np.int64, 2), ("s_dt", np.int64, 2),
-                     ("own_src", np.int64, 2), ("own_n0", np.int32, 2),
-                     ("own_dst", np.int64, 2), ("own_cap", np.int32, 2),
-                     ("own_item", np.int32, 2), ("own_done", np.int32, 2),
-                     ("item_owner", np.int32, 66), ("cnt", np.int32, 66),
+    #: the parallel resolver's scratch, in tiles (kernels/update.cu: a build holds up to
+    #: BUILD_TILES = 4 tiles, two new entries an update; the pair table 4 x a build)
+    _TILE_SCRATCH = (("owners", np.int32, 8), ("bucket", np.int32, 8), ("e_owner", np.int32, 8),
+                     ("e_key", np.int64, 8), ("e_lab", np.int32, 8), ("e_ct", np.int64, 8),
+                     ("e_dt", np.int64, 8), ("b_key", np.int64, 8), ("b_lab", np.int32, 8),
+                     ("b_ct", np.int64, 8), ("b_dt", np.int64, 8), ("s_key", np.int64, 8),
+                     ("s_lab", np.int32, 8), ("s_ct", np.int64, 8), ("s_dt", np.int64, 8),
+                     ("own_src", np.int64, 8), ("own_n0", np.int32, 8),
+                     ("own_dst", np.int64, 8), ("own_cap", np.int32, 8),
+                     ("own_item", np.int32, 8), ("own_done", np.int32, 8),
+                     ("item_owner", np.int32, 72), ("cnt", np.int32, 72),
+                     ("pt_key", np.uint64, 16), ("pt_stamp", np.int64, 16),
+                     ("pt_val", np.int64, 16),
                      ("gw", np.uint64, 0))   # the grid's words (kernels/update.cu W_*)
     _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
@@ -132,12 +135,15 @@ class DeviceUpdater:
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
                  stream: Any = None, parallel: bool = True, chunk: int = 128,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, build_tiles: int = BUILD_TILES) -> None:
         self.cp = cp = cupy_or_raise()
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         #: resolve edge-only tiles in parallel (``apply_batch``) or every update on one warp
         self.parallel = parallel
         self._apply = kernel("update", "apply_batch" if parallel else "apply_updates")
+        #: edge-only tiles whose touched vertices get one new version together (a build;
+        #: the pipeline's apply_step always gathers kernels/update.cu's BUILD_TILES)
+        self.build_tiles = build_tiles
         self._compact = kernel("update", "compact_pool")
         self._compacted = kernel("update", "compact_done")
         #: blocks of the parallel resolver: one per SM (its grid barriers need every block
@@ -212,7 +218,7 @@ class DeviceUpdater:
     def _grow_vertices(self, cap: int) -> None:
         self.generation += 1
         for name, dt in self._VERT:
-            fill = -1 if name in ("vbatch", "vtile") else 0
+            fill = -1 if name == "vbatch" else 0   # vtile: build stamps only grow
             setattr(self, name, self._regrow(self.cp, getattr(self, name, None), cap, dt, fill))
         self._scratch_ptrs = None
         self.touched = self.cp.zeros(cap + 64, self.cp.int32)   # once per vertex a launch
@@ -417,9 +423,10 @@ class DeviceUpdater:
 
     def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
         args = self.resolver_args()
+        own = (np.int32(self.build_tiles), *args) if self.parallel else args[:-1]
         self._apply((self.grid if self.parallel else 1,), (TILE if self.parallel else 32,), (
             np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
-            dbuf[2 * n:3 * n], dbuf[3 * n:], *(args if self.parallel else args[:-1])))
+            dbuf[2 * n:3 * n], dbuf[3 * n:], *own))
 
     def resolver_args(self) -> tuple[Any, ...]:
         """The resolver kernels' arguments after the batch's own (kernels/update.cu

@@ -39,12 +39,13 @@ def _check(host: HostGraph, dev, host_ops, dev_ops) -> None:  # type: ignore[no-
 
 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
-         pcap: int = 4096, lag: int = 1, parallel: bool = True, chunk: int = 128) -> None:
+         pcap: int = 4096, lag: int = 1, parallel: bool = True, chunk: int = 128,
+         build_tiles: int = 4) -> None:
     from gpu.cuda._updater import DeviceUpdater
 
     host = HostGraph()
     dev = DeviceUpdater(vertex_capacity=vcap, pool_capacity=pcap, parallel=parallel,
-                        chunk=chunk)
+                        chunk=chunk, build_tiles=build_tiles)
     if initial is not None:
         g = initial
         host.load(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
@@ -61,11 +62,36 @@ def test_device_updater_equals_host_updater(b: int, parallel: bool) -> None:
     _run(None, _stream(seed=b, n=3000, ids=60, hub_every=5), [b], parallel=parallel)
 
 
+@pytest.mark.parametrize("build_tiles", [1, 4], ids=["tile", "build"])
 @pytest.mark.parametrize("b", [1, 7, 64, 1000, 4096])
-def test_parallel_tiles_of_edge_updates(b: int) -> None:
+def test_parallel_tiles_of_edge_updates(b: int, build_tiles: int) -> None:
     # no vertex operations: every tile takes the parallel path; a small id space makes
     # groups of one pair toggled many times within a tile
-    _run(None, _stream(seed=10 + b, n=9000, ids=90, hub_every=4, vertex_ops=0.0), [b])
+    _run(None, _stream(seed=10 + b, n=9000, ids=90, hub_every=4, vertex_ops=0.0), [b],
+         build_tiles=build_tiles)
+
+
+@pytest.mark.parametrize("sizes", [[4096], [4096, 3000, 2049]])
+def test_pairs_named_again_in_later_tiles_of_a_build(sizes: list[int]) -> None:
+    # 40 ids, 780 pairs, each named about 15 times a batch of 4,096: a pair inserted in
+    # one tile is deleted, re-inserted, duplicated or missed in later tiles of the same
+    # build (its state comes from the pair table, its entries are not built yet), and new
+    # vertices of one tile are named again in the next; the lagged watermark keeps entries
+    # the build ended
+    _run(None, _stream(seed=41, n=20000, ids=40, vertex_ops=0.0), sizes, lag=2)
+
+
+def test_a_vertex_crowded_with_new_entries_ends_its_build() -> None:
+    # every update names one vertex: over 1,024 new entries for it end a build after two
+    # tiles (its entries are ranked by one warp); the rest of the launch builds after
+    rng = np.random.default_rng(12)
+    n = 12000
+    op = np.where(rng.random(n) < 0.8, UpdateOp.INSERT_EDGE, UpdateOp.DELETE_EDGE).astype(np.int8)
+    src = np.full(n, 7, np.int64)
+    dst = rng.integers(8, 6000, n).astype(np.int64)
+    label = rng.integers(0, 3, n).astype(np.int32)
+    stream = UpdateBatch.build(np.arange(n), op, src, dst, label)
+    _run(None, stream, [4096], lag=2)
 
 
 def test_parallel_and_sequential_tiles_mixed() -> None:

@@ -14,13 +14,15 @@ from typing import Any
 
 from ...exceptions import BackendError
 
-__all__ = ["QUEUE_COUNTERS", "TILE", "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
+__all__ = ["BUILD_TILES", "QUEUE_COUNTERS", "TILE", "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
 
 _DIR = Path(__file__).parent
 
 # launch shapes and buffer sizes the sources assume (must equal them)
 #: update.cu TILE: the threads of a resolver block and of build_units' one block
 TILE = 1024
+#: update.cu BUILD_TILES: edge-only tiles whose touched vertices get one new version together
+BUILD_TILES = 4
 #: match.cu WARPS_PER_BLOCK
 WARPS_PER_BLOCK = 4
 #: match.cu's counter words: next unit, queue head / tail, pushed, done, finished,

@@ -475,27 +475,44 @@ extern "C" __global__ void apply_updates(
 // or vertex array returns with the tile untouched.
 #define TILE 1024
 #define NWARPS (TILE / 32)
+// Edge-only tiles resolved one after another gather their new entries, and their touched
+// vertices get one new version for all of them (a build), not one a tile: a hub named in
+// every tile of a launch is copied once. A build holds at most BUILD_TILES tiles; the grid
+// builds when it is full, before a tile with a vertex operation, before a tile that does
+// not fit, and at the end. A pair seen in an earlier tile of the build is looked up in the
+// pair table (its state after that tile), not in its version, which the build has not
+// rewritten yet.
+#define BUILD_TILES 4
+// A vertex's new entries are ranked by one warp in O(k^2 / 32): a build ends after the tile
+// that gives one vertex more than BUILD_KCAP of them, so k stays below 2 x TILE.
+#define BUILD_KCAP TILE
+#define PT_BITS 14   // the pair table: 4 x the updates of a build
+#define PT_SIZE (1 << PT_BITS)
 
 struct Scratch {   // device memory the host allocates with the graph
     int* slot_first;     // per slot: first (2 * update + side) creating it (INT_MAX: none)
-    long long* vtile;    // per vertex: the last tile stamp that counted it
-    int* vcnt;           // per vertex: new entries this tile (back to 0 after)
+    long long* vtile;    // per vertex: the last build stamp that counted or claimed it
+    int* vcnt;           // per vertex: new entries this build (back to 0 after)
     int* vown;           // per vertex: its index in the owner list
-    int* owners;         // 2 * TILE
-    int* bucket;         // 2 * TILE + 1: owner q's entries start at bucket[q]
-    int* e_owner; long long* e_key; int* e_lab; long long* e_ct; long long* e_dt;   // 2 * TILE
-    long long* b_key; int* b_lab; long long* b_ct; long long* b_dt;   // bucketed, 2 * TILE
-    long long* s_key; int* s_lab; long long* s_ct; long long* s_dt;   // sorted, 2 * TILE
+    int* owners;         // 2 * BUILD_TILES * TILE (the build's)
+    int* bucket;         // 2 * BUILD_TILES * TILE + 1: owner q's entries start at bucket[q]
+    // the build's new entries, 2 an update (index 2 x (update - build's first) + side)
+    int* e_owner; long long* e_key; int* e_lab; long long* e_ct; long long* e_dt;
+    long long* b_key; int* b_lab; long long* b_ct; long long* b_dt;   // bucketed
+    long long* s_key; int* s_lab; long long* s_ct; long long* s_dt;   // sorted
     // step 5 on the grid: owner q's old version, new one and items (chunks of its old
     // version), the live entries of each item, finished chunks per owner
-    long long* own_src; int* own_n0; long long* own_dst; int* own_cap;   // 2 * TILE
-    int* own_item;       // 2 * TILE + 1: owner q's items start at own_item[q]
-    int* own_done;       // 2 * TILE
+    long long* own_src; int* own_n0; long long* own_dst; int* own_cap;
+    int* own_item;       // owner q's items start at own_item[q]
+    int* own_done;
     int* item_owner; int* cnt;   // ITEMS
+    // the pair table (PT_SIZE): unordered slot pair, the build's stamp that wrote it, and
+    // the pair's state after the last tile that named it (pt_pack)
+    unsigned long long* pt_key; long long* pt_stamp; long long* pt_val;
     unsigned long long* gw;      // the grid's words (W_*)
 };
-// items per tile at most: the chunk grows with the tile's version lengths to keep it
-#define ITEMS (66 * TILE)
+// items per build at most: the chunk grows with the build's version lengths to keep it
+#define ITEMS ((64 + 2 * BUILD_TILES) * TILE)
 #define MAX_LONG_ITEMS (64 * TILE)
 // the grid's words: the tile's state for every block (two, by the parity of the round: a
 // round without step 5 has one barrier, and block 0 writes the next round's state while
@@ -544,6 +561,7 @@ struct Shared {
     long long tk[TILE];
     int el[TILE];
     int delof[TILE];
+    int delprev[TILE];   // a deletion's pending insertion from an earlier tile (its entry)
     signed char st[TILE];
     signed char inpl[TILE];
     int wsum[NWARPS];
@@ -551,7 +569,9 @@ struct Shared {
     State s;
     unsigned long long pool_used, garbage;
     long long lensum, maxlen;
+    long long reserved;   // pool the build's tiles may take once built (their bounds)
     int n_owners, code, vertex_ops;
+    int crowded;   // a vertex has more than BUILD_KCAP new entries in the build
 };
 
 template <typename T>
@@ -804,12 +824,54 @@ __device__ bool grid_sync(unsigned long long* gw, int blocks) {
     return !faulted;
 }
 
-// Resolve the edge-only tile [t0, t0 + nt) in parallel; returns DONE or what is full.
+// Two stamps per build, above every earlier build's (vtile starts at 0): its count of a
+// vertex's version (step 1) and its claim of the vertex as an owner (step 4).
+__device__ __forceinline__ long long build_stamp(long long launch, long long bs) {
+    return (launch << 24) + (bs / TILE) * 2 + 2;
+}
+
+// The pair table: a pair's state after the last tile of the build that named it.
+__device__ __forceinline__ long long pt_pack(bool alive, int label, long long entry) {
+    return ((long long)(unsigned)label << 32) | ((entry + 1) << 1) | (alive ? 1 : 0);
+}
+__device__ __forceinline__ int pt_slot(unsigned long long key) {
+    return (int)((key * 0x9E3779B97F4A7C15ULL) >> (64 - PT_BITS));
+}
+// The slot holding `key` for this build, or -1.
+__device__ int pt_find(const Scratch& x, unsigned long long key, long long stamp) {
+    for (int h = pt_slot(key);; h = (h + 1) & (PT_SIZE - 1)) {
+        if (x.pt_stamp[h] != stamp) return -1;
+        if (x.pt_key[h] == key) return h;
+    }
+}
+// Write `key`'s state: at `at` (found there before this tile) or in a free slot (slots
+// of older builds are free; threads of one tile write distinct keys).
+__device__ void pt_put(const Scratch& x, unsigned long long key, long long stamp, int at,
+                       long long val) {
+    if (at < 0) {
+        for (int h = pt_slot(key);; h = (h + 1) & (PT_SIZE - 1)) {
+            long long old = x.pt_stamp[h];
+            if (old != stamp &&
+                atomicCAS((unsigned long long*)(x.pt_stamp + h), (unsigned long long)old,
+                          (unsigned long long)stamp) == (unsigned long long)old) {
+                at = h;
+                x.pt_key[h] = key;
+                break;
+            }
+        }
+    }
+    x.pt_val[at] = val;
+}
+
+// Resolve the edge-only tile [t0, t0 + nt) in parallel, the tile of a build that started
+// at update bs (its entries, owners and pool bounds are added to the build's; the grid
+// builds them later): returns DONE or what is full.
 __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh,
                         const int* ops, const int* sx, const int* sy, const int* lab,
-                        long long t0, int nt, long long n_out) {
+                        long long t0, int nt, long long n_out, long long bs) {
     int t = threadIdx.x, lane = t & 31;
-    long long stamp = (sh.s.launch << 24) + (t0 / TILE) * 2;   // two per tile, unique
+    long long stamp = build_stamp(sh.s.launch, bs);
+    long long eb = 2 * (t0 - bs);   // the build's entries before this tile
     bool mine = t < nt;
     long long i = t0 + t;
     int op = mine ? ops[i] : -1, xs = mine ? sx[i] : 0, ys = mine ? sy[i] : 0;
@@ -822,12 +884,14 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     int a0 = ins ? g.slot_vid[xs] : 0, b0 = ins ? g.slot_vid[ys] : 0;
     if (ins && a0 < 0) atomicMin(x.slot_first + xs, 2 * t);
     if (ins && b0 < 0) atomicMin(x.slot_first + ys, 2 * t + 1);
+    // a vertex's first insertion in the build counts its version (stamps only grow: a
+    // build's are above every earlier one's, and its owner mark stamp + 1 above its count)
     long long lsum = 0;
     if (ins && a0 >= 0 &&
-        atomicExch((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) != (unsigned long long)stamp)
+        atomicMax((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) < (unsigned long long)stamp)
         lsum += g.len[a0];
     if (ins && b0 >= 0 &&
-        atomicExch((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) != (unsigned long long)stamp)
+        atomicMax((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) < (unsigned long long)stamp)
         lsum += g.len[b0];
     if (t == 0) sh.code = DONE;
     long long S = 0;   // (a 64-bit shared atomic per vertex would serialise the block)
@@ -838,11 +902,11 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     int rank = block_scan(c0 + c1, sh.wsum, &n_new_v);
     block_scan(ins ? 1 : 0, sh.wsum, &n_ins);
     if (t == 0) {
-        sh.lensum = S;
         long long bound = S + S / 8 + 11LL * n_ins + 64;
         if (n_out + nt > o.cap) sh.code = NEED_OUT;
         else if (sh.s.nv + n_new_v > g.vcap) sh.code = NEED_VERTEX;
-        else if (sh.s.pool_used + bound > g.pool_cap) sh.code = NEED_POOL;
+        else if (sh.s.pool_used + sh.reserved + bound > g.pool_cap) sh.code = NEED_POOL;
+        else sh.reserved += bound;
     }
     __syncthreads();
     if (ins && a0 < 0) x.slot_first[xs] = 0x7fffffff;   // scratch back to empty
@@ -867,6 +931,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     sh.st[t] = loop || wild ? ST_REJECTED : ST_IGNORED;
     sh.el[t] = lb;
     sh.delof[t] = -1;
+    sh.delprev[t] = -1;
     sh.inpl[t] = 0;
     sh.tk[t] = 0;
     __syncthreads();
@@ -901,12 +966,25 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     }
     probe(x.gw, P_SORT);
     unsigned long long kh = sh.skey[t];
-    if (kh != ~0ULL && (t == 0 || sh.skey[t - 1] != kh)) {
+    bool lead = kh != ~0ULL && (t == 0 || sh.skey[t - 1] != kh);
+    // the pair's state: from the table if an earlier tile of the build named it (all finds
+    // before any write), else from its version
+    int at = lead && eb > 0 ? pt_find(x, kh, stamp) : -1;
+    __syncthreads();
+    if (lead) {
         int first = sh.sidx[t];
-        int a = g.slot_vid[sx[t0 + first]], b = g.slot_vid[sy[t0 + first]];
-        long long e = a >= 0 && b >= 0 ? find_alive_1(g, a, make_key(g.vlabel[b], b)) : -1;
-        bool alive = e >= 0;
-        int cur = alive ? g.elab[e] : 0;
+        bool alive;
+        int cur;
+        long long prev = -1;   // the pair's pending insertion of an earlier tile (its entry)
+        if (at >= 0) {
+            long long v = x.pt_val[at];
+            alive = v & 1; cur = (int)(v >> 32); prev = ((v >> 1) & 0x7fffffff) - 1;
+        } else {
+            int a = g.slot_vid[sx[t0 + first]], b = g.slot_vid[sy[t0 + first]];
+            long long e = a >= 0 && b >= 0 ? find_alive_1(g, a, make_key(g.vlabel[b], b)) : -1;
+            alive = e >= 0;
+            cur = alive ? g.elab[e] : 0;
+        }
         int pending = -1;
         for (int q = t; q < TILE && sh.skey[q] == kh; ++q) {
             int oi = sh.sidx[q];
@@ -914,13 +992,18 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
             if (opq == OP_INS_E) {
                 if (!alive) {
                     sh.st[oi] = ST_APPLIED; alive = true; cur = lab[t0 + oi]; pending = oi;
+                    prev = -1;
                 }
             } else if (alive) {
                 sh.st[oi] = ST_APPLIED; alive = false; sh.el[oi] = cur;
-                if (pending >= 0) sh.delof[pending] = oi; else sh.inpl[oi] = 1;
+                if (pending >= 0) sh.delof[pending] = oi;
+                else if (prev >= 0) sh.delprev[oi] = (int)prev;
+                else sh.inpl[oi] = 1;
                 pending = -1;
+                prev = -1;
             }
         }
+        pt_put(x, kh, stamp, at, pt_pack(alive, cur, pending >= 0 ? eb + 2 * pending : prev));
     }
     __syncthreads();
     probe(x.gw, P_REPLAY);
@@ -933,11 +1016,14 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     // 4. lifetimes: in-place ends, new entries, degrees
     int a = mine ? g.slot_vid[xs] : -1, b = mine && !loop ? g.slot_vid[ys] : -1;
     int de = 0;
-    x.e_owner[2 * t] = -1;
-    x.e_owner[2 * t + 1] = -1;
+    x.e_owner[eb + 2 * t] = -1;
+    x.e_owner[eb + 2 * t + 1] = -1;
     if (applied && op == OP_DEL_E) {
         de = -1;
-        if (sh.inpl[t]) {
+        if (sh.delprev[t] >= 0) {   // ends an insertion of an earlier tile, still unbuilt
+            x.e_dt[sh.delprev[t]] = sh.tk[t];
+            x.e_dt[sh.delprev[t] + 1] = sh.tk[t];
+        } else if (sh.inpl[t]) {
             long long e = find_alive_1(g, a, make_key(g.vlabel[b], b));
             long long f = find_alive_1(g, b, make_key(g.vlabel[a], a));
             g.dt[e] = sh.tk[t];
@@ -954,85 +1040,29 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     for (int side = 0; side < 2; ++side) {
         int u = side == 0 ? a : b, v = side == 0 ? b : a;
         if (insa) {
-            int e = 2 * t + side;
+            long long e = eb + 2 * t + side;
             x.e_owner[e] = u; x.e_key[e] = make_key(g.vlabel[v], v); x.e_lab[e] = lb;
             x.e_ct[e] = sh.tk[t]; x.e_dt[e] = end;
         }
         unsigned m = __ballot_sync(FULL, insa);
-        if (insa) {   // the first lane naming u in each warp claims it for the tile
+        if (insa) {   // the first lane naming u in each warp claims it for the build and
+                      // adds the warp's new entries of u to its count
             unsigned grp = __match_any_sync(m, u);
-            if (lane == __ffs(grp) - 1 &&
-                atomicExch((unsigned long long*)(x.vtile + u), (unsigned long long)(stamp + 1)) !=
-                (unsigned long long)(stamp + 1)) {
-                int q = atomicAdd(&sh.n_owners, 1);
-                x.owners[q] = u;
-                x.vown[u] = q;
+            if (lane == __ffs(grp) - 1) {
+                if (atomicMax((unsigned long long*)(x.vtile + u), (unsigned long long)(stamp + 1)) <
+                    (unsigned long long)(stamp + 1)) {
+                    int q = atomicAdd(&sh.n_owners, 1);
+                    x.owners[q] = u;
+                    x.vown[u] = q;
+                }
+                int k = __popc(grp);
+                if (atomicAdd(x.vcnt + u, k) + k > BUILD_KCAP) sh.crowded = 1;
             }
         }
-        if (insa) atomicAdd(x.vcnt + u, 1);
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
     probe(x.gw, P_LIFE);
-    // 5. bucket the new entries by owner; list each owner's old version in chunks and give
-    //    it fresh space (the grid sorts, counts and builds after this front: step 5 above)
-    int no = sh.n_owners;
-    int c_a = 2 * t < no ? x.vcnt[x.owners[2 * t]] : 0;
-    int c_b = 2 * t + 1 < no ? x.vcnt[x.owners[2 * t + 1]] : 0;
-    int tot = 0;
-    int base = block_scan(c_a + c_b, sh.wsum, &tot);
-    if (2 * t < no) x.bucket[2 * t] = base;
-    if (2 * t + 1 < no) x.bucket[2 * t + 1] = base + c_a;
-    if (t == 0) x.bucket[no] = tot;
-    __syncthreads();
-    for (int side = 0; side < 2; ++side) {
-        int e = 2 * t + side;
-        int u = x.e_owner[e];
-        int left = group_add(x.vcnt, u, -1, u >= 0, lane);   // new entries of u still unplaced
-        if (u < 0) continue;
-        int pos = x.bucket[x.vown[u]] + left - 1;
-        x.b_key[pos] = x.e_key[e]; x.b_lab[pos] = x.e_lab[e];
-        x.b_ct[pos] = x.e_ct[e]; x.b_dt[pos] = x.e_dt[e];
-    }
-    const long long per = (long long)SUB * MAX_LONG_ITEMS;
-    long long least = ((long long)x.gw[W_MINCHUNK] + SUB - 1) / SUB;
-    long long chunk = SUB * max(max(1LL, least), (sh.lensum + per - 1) / per);
-    long long cq[2] = {0, 0};
-    int nq[2] = {0, 0};
-    for (int side = 0; side < 2; ++side) {
-        int q = 2 * t + side;
-        if (q >= no) continue;
-        long long n0 = g.len[x.owners[q]];
-        long long ub = n0 + (x.bucket[q + 1] - x.bucket[q]);
-        cq[side] = ub + max(4LL, ub >> 3);
-        nq[side] = n0 > chunk ? (int)((n0 + chunk - 1) / chunk) : 1;
-    }
-    long long c_tot = 0;
-    int n_items = 0;
-    long long cbase = block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
-    int ibase = block_scan(nq[0] + nq[1], sh.wsum, &n_items);
-    long long gsum = 0;   // the old versions' capacity: garbage (summed by warp first)
-    for (int side = 0; side < 2; ++side) {
-        int q = 2 * t + side;
-        if (q >= no) continue;
-        int v = x.owners[q];
-        long long d = (long long)sh.pool_used + cbase + (side ? cq[0] : 0);
-        int first = ibase + (side ? nq[0] : 0);
-        x.own_src[q] = g.off[v]; x.own_n0[q] = g.len[v]; x.own_dst[q] = d;
-        x.own_cap[q] = (int)cq[side]; x.own_item[q] = first; x.own_done[q] = 0;
-        for (int r = 0; r < nq[side]; ++r) x.item_owner[first + r] = q;
-        gsum += g.cap[v];
-    }
-    for (int d = 16; d > 0; d >>= 1) gsum += __shfl_down_sync(FULL, gsum, d);
-    if (lane == 0 && gsum) atomicAdd(&sh.garbage, (unsigned long long)gsum);
-    __syncthreads();
-    if (t == 0) {
-        x.own_item[no] = n_items;
-        sh.pool_used += (unsigned long long)c_tot;
-        x.gw[W_ITEMS] = n_items;
-        x.gw[W_CHUNK] = chunk;
-    }
-    probe(x.gw, P_BUCKET);
     // 6. the tile's primitive updates, one per raw update
     if (mine) {
         bool ok = sh.st[t] == ST_APPLIED;
@@ -1047,11 +1077,95 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     if (t == 0) {
         sh.s.tick += n_app;
         sh.s.nedges += d_edges;
-        sh.n_owners = 0;
     }
     __syncthreads();
     probe(x.gw, P_FRONT);
     return DONE;
+}
+
+// 5. The build's front (block 0, after its last tile): bucket its new entries (ne) by
+//    owner; list each owner's old version in chunks and give it fresh space (the grid
+//    sorts, counts and builds after this: step 5 above).
+__device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long long ne) {
+    int t = threadIdx.x, lane = t & 31;
+    int no = sh.n_owners;
+    long long S = 0;   // the owners' old lengths (the chunk size follows them)
+    int carry = 0;
+    for (int q0 = 0; q0 < no; q0 += 2 * TILE) {
+        int qa = q0 + 2 * t, qb = qa + 1;
+        int c_a = qa < no ? x.vcnt[x.owners[qa]] : 0;
+        int c_b = qb < no ? x.vcnt[x.owners[qb]] : 0;
+        long long l = (qa < no ? g.len[x.owners[qa]] : 0) + (qb < no ? g.len[x.owners[qb]] : 0);
+        int tot = 0;
+        long long lt = 0;
+        int base = carry + block_scan(c_a + c_b, sh.wsum, &tot);
+        block_scan(l, sh.wsum_ll, &lt);
+        if (qa < no) x.bucket[qa] = base;
+        if (qb < no) x.bucket[qb] = base + c_a;
+        carry += tot;
+        S += lt;
+    }
+    if (t == 0) { x.bucket[no] = carry; sh.lensum = S; }
+    __syncthreads();
+    for (long long e0 = 0; e0 < ne; e0 += TILE) {   // every lane in each turn (group_add)
+        long long e = e0 + t;
+        int u = e < ne ? x.e_owner[e] : -1;
+        int left = group_add(x.vcnt, u, -1, u >= 0, lane);   // new entries of u still unplaced
+        if (u < 0) continue;
+        int pos = x.bucket[x.vown[u]] + left - 1;
+        x.b_key[pos] = x.e_key[e]; x.b_lab[pos] = x.e_lab[e];
+        x.b_ct[pos] = x.e_ct[e]; x.b_dt[pos] = x.e_dt[e];
+    }
+    const long long per = (long long)SUB * MAX_LONG_ITEMS;
+    long long least = ((long long)x.gw[W_MINCHUNK] + SUB - 1) / SUB;
+    long long chunk = SUB * max(max(1LL, least), (sh.lensum + per - 1) / per);
+    long long c_carry = 0;
+    int i_carry = 0;
+    __syncthreads();
+    for (int q0 = 0; q0 < no; q0 += 2 * TILE) {
+        long long cq[2] = {0, 0};
+        int nq[2] = {0, 0};
+        for (int side = 0; side < 2; ++side) {
+            int q = q0 + 2 * t + side;
+            if (q >= no) continue;
+            long long n0 = g.len[x.owners[q]];
+            long long ub = n0 + (x.bucket[q + 1] - x.bucket[q]);
+            cq[side] = ub + max(4LL, ub >> 3);
+            nq[side] = n0 > chunk ? (int)((n0 + chunk - 1) / chunk) : 1;
+        }
+        long long c_tot = 0;
+        int n_items = 0;
+        long long cbase = c_carry + block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
+        int ibase = i_carry + block_scan(nq[0] + nq[1], sh.wsum, &n_items);
+        long long gsum = 0;   // the old versions' capacity: garbage (summed by warp first)
+        for (int side = 0; side < 2; ++side) {
+            int q = q0 + 2 * t + side;
+            if (q >= no) continue;
+            int v = x.owners[q];
+            long long d = (long long)sh.pool_used + cbase + (side ? cq[0] : 0);
+            int first = ibase + (side ? nq[0] : 0);
+            x.own_src[q] = g.off[v]; x.own_n0[q] = g.len[v]; x.own_dst[q] = d;
+            x.own_cap[q] = (int)cq[side]; x.own_item[q] = first; x.own_done[q] = 0;
+            for (int r = 0; r < nq[side]; ++r) x.item_owner[first + r] = q;
+            gsum += g.cap[v];
+        }
+        for (int d = 16; d > 0; d >>= 1) gsum += __shfl_down_sync(FULL, gsum, d);
+        if (lane == 0 && gsum) atomicAdd(&sh.garbage, (unsigned long long)gsum);
+        c_carry += c_tot;
+        i_carry += n_items;
+        __syncthreads();
+    }
+    if (t == 0) {
+        x.own_item[no] = i_carry;
+        sh.pool_used += (unsigned long long)c_carry;
+        sh.reserved = 0;
+        sh.crowded = 0;
+        sh.n_owners = 0;
+        x.gw[W_ITEMS] = i_carry;
+        x.gw[W_CHUNK] = chunk;
+    }
+    __syncthreads();
+    probe(x.gw, P_BUCKET);
 }
 
 #define APPLY_ARGS \
@@ -1069,14 +1183,16 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     scratch_ptrs
 
 // The resolver of apply_batch and apply_step; returns the code (every thread of block 0).
-// Block 0 resolves each tile (the front); for an edge-only tile every block then builds
-// the new versions (step 5), with grid barriers between the phases. `hold` >= 0: the
+// Block 0 resolves each tile (the front); once a build of up to `build_tiles` edge-only tiles
+// is due, every block builds their new versions (step 5), with grid barriers between the
+// phases (apply_batch, the host path: a build a tile, as before builds). `hold` >= 0: the
 // pipeline's watermark, min(tick before the batch, hold - 1): matching of earlier batches
 // has finished in stream order, so only a host hold keeps older entries. Only the first
 // `blocks` blocks take part (active_blocks); the others have returned.
 __device__ int resolve_grid(long long i0, long long n_out0, long long n, const int* ops,
                             const int* sx, const int* sy, const int* lab, long long hold,
-                            int blocks, const State* pre, Tail* fin, APPLY_ARGS) {
+                            int blocks, int build_tiles, const State* pre, Tail* fin,
+                            APPLY_ARGS) {
     __shared__ Shared sh;
     int t = threadIdx.x, lane = t & 31;
     bool lead = blockIdx.x == 0;
@@ -1089,7 +1205,8 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
               (long long*)p[11], (int*)p[12], (long long*)p[13], (long long*)p[14],
               (long long*)p[15], (int*)p[16], (long long*)p[17], (long long*)p[18],
               (long long*)p[19], (int*)p[20], (long long*)p[21], (int*)p[22], (int*)p[23],
-              (int*)p[24], (int*)p[25], (int*)p[26], (unsigned long long*)p[27]};
+              (int*)p[24], (int*)p[25], (int*)p[26], (unsigned long long*)p[27],
+              (long long*)p[28], (long long*)p[29], (unsigned long long*)p[30]};
     volatile unsigned long long* vw = x.gw;
     if (lead && t == 0) {
         sh.s = pre != nullptr ? *pre : load_meta(meta);
@@ -1101,6 +1218,8 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         sh.garbage = (unsigned long long)sh.s.garbage;
         sh.maxlen = sh.s.maxlen;
         sh.n_owners = 0;
+        sh.reserved = 0;
+        sh.crowded = 0;
         x.gw[W_MAXLEN] = 0;
     }
     __syncthreads();
@@ -1110,52 +1229,68 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     bool faulted = vw[W_FAULT] != 0;
     int code = faulted ? FAULT : DONE;
     int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = blocks * NWARPS;
+    long long bs = i;   // the first update of the build being gathered
+    int tiles = 0, stop = DONE;
     for (int round = 0; !faulted; ++round) {
-        if (lead) {
+        if (lead) {   // resolve tiles until the build is due (or a vertex operation's tile)
             int state = T_STOP;
-            int nt = (int)min((long long)TILE, n - i);
-            if (t == 0) sh.vertex_ops = 0;
-            __syncthreads();
-            if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
-            __syncthreads();
-            if (i >= n) {
-                state = T_STOP;
-            } else if (sh.vertex_ops) {   // the sequential resolver, on warp 0
-                if (t < 32) {
-                    State s = sh.s;
-                    s.pool_used = (long long)sh.pool_used;
-                    s.garbage = (long long)sh.garbage;
-                    s.maxlen = max(s.maxlen, sh.maxlen);
-                    long long ii = i, no = n_out;
-                    int c = seq_resolve(g, o, ops, sx, sy, lab, ii, i + nt, no, s, touched, nbr,
-                                        nbr_ext, order, lane);
-                    if (lane == 0) {
-                        sh.s = s;
-                        sh.pool_used = (unsigned long long)s.pool_used;
-                        sh.garbage = (unsigned long long)s.garbage;
-                        sh.maxlen = s.maxlen;
-                        sh.code = c;
-                        sh.skey[0] = (unsigned long long)ii;
-                        sh.skey[1] = (unsigned long long)no;
-                    }
+            for (;;) {
+                int nt = (int)min((long long)TILE, n - i);
+                if (t == 0) sh.vertex_ops = 0;
+                __syncthreads();
+                if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
+                __syncthreads();
+                if (stop == DONE && i < n && !sh.vertex_ops && tiles < build_tiles &&
+                    !sh.crowded) {
+                    if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
+                    __syncthreads();
+                    int c = par_tile(g, o, x, sh, ops, sx, sy, lab, i, nt, n_out, bs);
+                    if (c == DONE) {
+                        i += nt;
+                        n_out += nt;
+                        ++tiles;
+                    } else if (!(c == NEED_POOL && tiles > 0)) {
+                        stop = c;   // the tile is untouched: build what the build holds
+                    }   // else: the earlier tiles' bounds held the pool; built, it may fit
+                    if (t == 0 && c == NEED_POOL && tiles > 0) sh.crowded = 1;   // build, retry
+                    continue;   // (the loop's first barrier orders it before its read)
                 }
-                __syncthreads();
-                code = sh.code;
-                i = (long long)sh.skey[0];
-                n_out = (long long)sh.skey[1];
-                __syncthreads();
-                state = code == DONE ? T_NEXT : T_STOP;
-                probe(x.gw, P_SEQ);
-            } else {
-                if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
-                __syncthreads();
-                code = par_tile(g, o, x, sh, ops, sx, sy, lab, i, nt, n_out);
-                if (code == DONE) {
-                    i += nt;
-                    n_out += nt;
+                if (tiles > 0) {   // the grid builds the gathered tiles' versions
+                    build_front(g, x, sh, 2 * (i - bs));
+                    bs = i;
+                    tiles = 0;
                     state = T_BUILD;
+                } else if (stop == DONE && i < n) {   // the sequential resolver, on warp 0
+                    if (t < 32) {
+                        State s = sh.s;
+                        s.pool_used = (long long)sh.pool_used;
+                        s.garbage = (long long)sh.garbage;
+                        s.maxlen = max(s.maxlen, sh.maxlen);
+                        long long ii = i, no = n_out;
+                        int c = seq_resolve(g, o, ops, sx, sy, lab, ii, i + nt, no, s, touched,
+                                            nbr, nbr_ext, order, lane);
+                        if (lane == 0) {
+                            sh.s = s;
+                            sh.pool_used = (unsigned long long)s.pool_used;
+                            sh.garbage = (unsigned long long)s.garbage;
+                            sh.maxlen = s.maxlen;
+                            sh.code = c;
+                            sh.skey[0] = (unsigned long long)ii;
+                            sh.skey[1] = (unsigned long long)no;
+                        }
+                    }
+                    __syncthreads();
+                    stop = sh.code;
+                    i = (long long)sh.skey[0];
+                    n_out = (long long)sh.skey[1];
+                    bs = i;
+                    __syncthreads();
+                    state = stop == DONE ? T_NEXT : T_STOP;
+                    probe(x.gw, P_SEQ);
                 }
+                break;
             }
+            code = stop;
             if (t == 0) {
                 vw[W_STATE + (round & 1)] = state;
                 vw[W_WM] = sh.s.watermark;
@@ -1214,11 +1349,12 @@ __device__ __forceinline__ int active_blocks(long long n) {
 
 extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     long long i0, long long n_out0, long long n, const int* ops, const int* sx,
-    const int* sy, const int* lab, APPLY_ARGS) {
+    const int* sy, const int* lab, int build_tiles, APPLY_ARGS) {
     int blocks = active_blocks(n - i0);
     if ((int)blockIdx.x >= blocks) return;
-    probe((unsigned long long*)scratch_ptrs[27], P_ENTRY, true);
-    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, nullptr, nullptr, APPLY_PASS);
+    probe((unsigned long long*)scratch_ptrs[30], P_ENTRY, true);
+    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, min(max(build_tiles, 1), BUILD_TILES),
+                 nullptr, nullptr, APPLY_PASS);
 }
 
 // ---- The pipeline (gpu/cuda/_pipeline.py): one batch = apply_step, build_units,
@@ -1251,7 +1387,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     __shared__ State s0;
     __shared__ Tail fin;
     int t = threadIdx.x;
-    unsigned long long* gw = (unsigned long long*)scratch_ptrs[27];
+    unsigned long long* gw = (unsigned long long*)scratch_ptrs[30];
     probe(gw, P_ENTRY, true);
     // Reads of mapped host memory cost a PCIe round trip each (about 2.5 us on an H100)
     // unless issued together: every word this launch needs from it is loaded at once here,
@@ -1302,7 +1438,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     __syncthreads();
     probe(gw, P_RAW);
     int code = resolve_grid(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
-                            hold, blocks, &s0, &fin, APPLY_PASS);
+                            hold, blocks, BUILD_TILES, &s0, &fin, APPLY_PASS);
     if (t == 0 && blockIdx.x == 0) {
         ctrl[C_CODE] = code; ctrl[C_RESUME] = fin.resume; ctrl[C_NOUT] = fin.n_out;
         ctrl[C_TICK0] = s0.tick; ctrl[C_TICK1] = fin.s.tick; ctrl[C_MAXLEN] = fin.s.maxlen;
