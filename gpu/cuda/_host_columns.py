@@ -9,18 +9,20 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..graph._idmap import slot_of
+from ..graph._idmap import set_direct, slot_of
 
 __all__ = ["insert_multiplicity", "intern_ends", "note_ext", "read_batch", "stage_rows"]
 
 
 @nb.njit(cache=True, nogil=True)
-def intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext, sx,
+def intern_ends(keys, vals, used, direct, op, src, dst, first_vertex_op, count, new_ext, sx,
                 sy):  # type: ignore[no-untyped-def]
     """The slot of every update's ends into ``sx`` and ``sy`` (-1 for the second end of a
     vertex operation, op >= first_vertex_op); unseen ids take the next slots from
     ``count`` on, every source before every destination, and their external ids go to
-    ``new_ext``. Returns how many are new."""
+    ``new_ext``. Returns how many are new. ``direct``: the map's direct array (IdMap),
+    read first and kept equal to the table (Enron's 36k ends of a launch took 0.2 ms
+    through the table alone)."""
     n_new = 0
     for side in range(2):
         xs, out = (src, sx) if side == 0 else (dst, sy)
@@ -28,25 +30,30 @@ def intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext,
             if side == 1 and op[i] >= first_vertex_op:
                 out[i] = -1
                 continue
-            s = slot_of(keys, used, xs[i])
+            x = xs[i]
+            if np.uint64(x) < np.uint64(len(direct)) and direct[x] >= 0:
+                out[i] = direct[x]
+                continue
+            s = slot_of(keys, used, x)
             if used[s] == 0:
                 used[s] = 1
-                keys[s] = xs[i]
+                keys[s] = x
                 vals[s] = count + n_new
-                new_ext[n_new] = xs[i]
+                set_direct(direct, x, count + n_new)
+                new_ext[n_new] = x
                 n_new += 1
             out[i] = vals[s]
     return n_new
 
 
 @nb.njit(cache=True, nogil=True)
-def stage_rows(keys, vals, used, op, src, dst, label, first_vertex_op, count, new_ext,
+def stage_rows(keys, vals, used, direct, op, src, dst, label, first_vertex_op, count, new_ext,
                inp, at):  # type: ignore[no-untyped-def]
     """A batch's raw updates into a control block's input rows ``inp`` (op, slot x, slot y,
     label) from column ``at`` on, its ends interned as :func:`intern_ends` does. Returns how
     many ids are new."""
     n = len(op)
-    k = intern_ends(keys, vals, used, op, src, dst, first_vertex_op, count, new_ext,
+    k = intern_ends(keys, vals, used, direct, op, src, dst, first_vertex_op, count, new_ext,
                     inp[1, at:at + n], inp[2, at:at + n])
     for i in range(n):
         inp[0, at + i] = op[i]

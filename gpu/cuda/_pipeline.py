@@ -55,7 +55,7 @@ from ._updater import (
     DeviceUpdater,
     fault_error,
 )
-from .kernels import QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
+from .kernels import BUILD_TILES, QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
 
 if TYPE_CHECKING:
     from ._executor import GpuExecutor
@@ -585,18 +585,21 @@ class DevicePipeline:
     def _need(self, n: int) -> int:
         """Pool room a launch of ``n`` updates needs so that its resolver never stops on a
         full pool. Before each tile the resolver asks for S + S/8 + 11 per update + 64
-        (update.cu, step 1), S being the length of the versions the tile touches (a new
-        version of each, with an eighth of slack); S is at most what is live (and what
-        the launch adds: two entries an update) and at most the longest version per end.
-        Once launches of several tiles have been read, at most 1.25 times the most a
-        recent one took per update, plus the same slack (the bound is far above it on hub
-        graphs, where every tile copies the hubs but a tile's versions share them)."""
+        (update.cu, step 1), S being the length of the versions the tile touches that
+        earlier tiles of its build did not (a new version of each per build, with an
+        eighth of slack); a build's S is at most what is live (and what the launch adds:
+        two entries an update) and at most the longest version per end. A build holds
+        BUILD_TILES tiles, or at least two when one vertex crowds it (update.cu
+        BUILD_KCAP; a pipelined launch has no vertex operation to end one sooner). Once
+        launches of several tiles have been read, at most 1.25 times the most a recent one
+        took per update, plus the same slack (the bound is far above it on hub graphs)."""
         u = self.updater
         tiles = -(-n // TILE)
+        builds = -(-tiles // 2)
         live = int(u.meta[M_POOL_USED]) - int(u.meta[M_GARBAGE]) + 2 * n
-        s = min(live, 2 * min(n, TILE) * (int(u.meta[M_MAXLEN]) + n))
+        s = min(live, 2 * min(n, BUILD_TILES * TILE) * (int(u.meta[M_MAXLEN]) + n))
         slack = 11 * n + 64 * tiles
-        bound = tiles * (s + s // 8) + slack
+        bound = builds * (s + s // 8) + slack
         if not self._took:   # no launch read yet: the bound
             return bound
         return min(bound, int(1.25 * max(self._took) * n) + slack)   # the recent rate

@@ -323,6 +323,7 @@ class DeviceUpdater:
         self.ids.reserve(ns)
         intern_bulk(self.ids.keys, self.ids.vals, self.ids.used, ext)   # ext[i]: slot i
         self.n_slots = self.ids.count = ns
+        self.ids.index_direct()
         for word, value in ((M_NV, nv), (M_POOL_USED, used), (M_NEDGES, g.num_edges),
                             (M_MAXLEN, g.max_degree_bound()), (M_TICK, g.tick),
                             (M_WATERMARK, g.watermark), (M_GARBAGE, g.garbage)):
@@ -365,7 +366,8 @@ class DeviceUpdater:
         n = len(batch)
         self.ids.reserve(2 * n)
         new_ext = np.empty(2 * n, np.int64)
-        k = int(stage_rows(self.ids.keys, self.ids.vals, self.ids.used, batch.op, batch.src,
+        ids = self.ids
+        k = int(stage_rows(ids.keys, ids.vals, ids.used, ids.direct, batch.op, batch.src,
                            batch.dst, batch.label, _VERTEX_OPS, self.n_slots, new_ext, inp, at))
         if k:
             if self.n_slots + k > self._scap:

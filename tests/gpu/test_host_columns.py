@@ -72,11 +72,11 @@ def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
         m.reserve(2 * n)
     inp = np.full((4, cap), -7, np.int32)
     new_a, new_b = np.empty(2 * n, np.int64), np.empty(2 * n, np.int64)
-    k = stage_rows(maps[0].keys, maps[0].vals, maps[0].used, op, src, dst, label, 2, 3, new_a,
-              inp, at)
+    k = stage_rows(maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct, op, src, dst,
+                   label, 2, 3, new_a, inp, at)
     sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
-    assert k == intern_ends(maps[1].keys, maps[1].vals, maps[1].used, op, src, dst, 2, 3,
-                            new_b, sx, sy)
+    assert k == intern_ends(maps[1].keys, maps[1].vals, maps[1].used, maps[1].direct, op, src,
+                            dst, 2, 3, new_b, sx, sy)
     assert np.array_equal(new_a[:k], new_b[:k])
     assert np.array_equal(inp[:, at:at + n], np.array([op, sx, sy, label], np.int32))
     assert (inp[:, :at] == -7).all() and (inp[:, at + n:] == -7).all()
@@ -107,7 +107,8 @@ def test_intern_ends_gives_slots_in_first_seen_order() -> None:
     ids.reserve(2 * n)
     new_ext = np.empty(2 * n, np.int64)
     sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
-    k = intern_ends(ids.keys, ids.vals, ids.used, op, src, dst, 2, 5, new_ext, sx, sy)
+    k = intern_ends(ids.keys, ids.vals, ids.used, ids.direct, op, src, dst, 2, 5, new_ext, sx,
+                    sy)
     slot: dict[int, int] = {}   # every source first, then every destination
     for x in [*src.tolist(), *dst[op < 2].tolist()]:
         slot.setdefault(x, 5 + len(slot))
@@ -115,6 +116,40 @@ def test_intern_ends_gives_slots_in_first_seen_order() -> None:
     assert sx.tolist() == [slot[x] for x in src.tolist()]
     assert sy.tolist() == [slot[x] if o < 2 else -1 for x, o in zip(dst.tolist(), op.tolist(),
                                                                     strict=True)]
+
+
+def test_intern_ends_through_the_direct_array_equals_the_table_alone() -> None:
+    # small ids (the direct array covers some of them, not all) after a bulk load: the same
+    # slots as the table alone, and the direct array still mirrors the table afterwards
+    from gpu.graph._idmap import intern_bulk
+
+    rng = np.random.default_rng(11)
+    loaded = rng.permutation(3000)[:1200].astype(np.int64)
+    n = 4000
+    op = rng.integers(0, 4, n).astype(np.int8)
+    src = rng.integers(0, 5000, n).astype(np.int64)
+    dst = rng.integers(0, 5000, n).astype(np.int64)
+    src[::7] += 1 << 40   # some far beyond any direct array
+    got = []
+    for use_direct in (True, False):
+        ids = IdMap(16)
+        ids.reserve(len(loaded) + 2 * n)
+        intern_bulk(ids.keys, ids.vals, ids.used, loaded)
+        ids.count = len(loaded)
+        if use_direct:
+            ids.index_direct()
+            assert 0 < len(ids.direct) < 5000
+        new_ext = np.empty(2 * n, np.int64)
+        sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
+        k = intern_ends(ids.keys, ids.vals, ids.used, ids.direct, op, src, dst, 2,
+                        len(loaded), new_ext, sx, sy)
+        got.append((k, new_ext[:k].copy(), sx, sy))
+        if use_direct:
+            want = ids.direct.copy()
+            ids.index_direct()   # rebuilt from the table: equal to what was kept
+            assert np.array_equal(ids.direct[:len(want)], want)
+    for a, b in zip(got[0], got[1], strict=True):
+        assert np.array_equal(a, b)
 
 
 def test_applied_edges_equals_the_numpy_selection() -> None:
