@@ -77,20 +77,21 @@ class DeviceUpdater:
              ("valive", np.uint8), ("vslot", np.int32), ("vext", np.int64), ("vpub", np.int64),
              ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32),
              ("vtile", np.int64), ("vcnt", np.int32), ("vown", np.int32))
-    #: the parallel resolver's scratch, in tiles (kernels/update.cu: a build holds up to
-    #: BUILD_TILES = 4 tiles, two new entries an update; the pair table 4 x a build)
-    _TILE_SCRATCH = (("owners", np.int32, 8), ("bucket", np.int32, 8), ("e_owner", np.int32, 8),
-                     ("e_key", np.int64, 8), ("e_lab", np.int32, 8), ("e_ct", np.int64, 8),
-                     ("e_dt", np.int64, 8), ("b_key", np.int64, 8), ("b_lab", np.int32, 8),
-                     ("b_ct", np.int64, 8), ("b_dt", np.int64, 8), ("s_key", np.int64, 8),
-                     ("s_lab", np.int32, 8), ("s_ct", np.int64, 8), ("s_dt", np.int64, 8),
-                     ("own_src", np.int64, 8), ("own_n0", np.int32, 8),
-                     ("own_dst", np.int64, 8), ("own_cap", np.int32, 8),
-                     ("own_item", np.int32, 8), ("own_done", np.int32, 8),
-                     ("item_owner", np.int32, 72), ("cnt", np.int32, 72),
-                     ("pt_key", np.uint64, 16), ("pt_stamp", np.int64, 16),
-                     ("pt_val", np.int64, 16),
-                     ("gw", np.uint64, 0))   # the grid's words (kernels/update.cu W_*)
+    #: the parallel resolver's scratch, in tiles (kernels/update.cu): a build's entries and
+    #: owners (two an update of its BUILD_TILES tiles), its items (ITEMS) and its pair table
+    #: (PT_SIZE, four slots an update)
+    _TILE_SCRATCH = (
+        *((name, dt, 2 * BUILD_TILES) for name, dt in (
+            ("owners", np.int32), ("bucket", np.int32), ("e_owner", np.int32),
+            ("e_key", np.int64), ("e_lab", np.int32), ("e_ct", np.int64), ("e_dt", np.int64),
+            ("b_key", np.int64), ("b_lab", np.int32), ("b_ct", np.int64), ("b_dt", np.int64),
+            ("s_key", np.int64), ("s_lab", np.int32), ("s_ct", np.int64), ("s_dt", np.int64),
+            ("own_src", np.int64), ("own_n0", np.int32), ("own_dst", np.int64),
+            ("own_cap", np.int32), ("own_item", np.int32), ("own_done", np.int32))),
+        ("item_owner", np.int32, 64 + 2 * BUILD_TILES), ("cnt", np.int32, 64 + 2 * BUILD_TILES),
+        ("pt_key", np.uint64, 4 * BUILD_TILES), ("pt_stamp", np.int64, 4 * BUILD_TILES),
+        ("pt_val", np.int64, 4 * BUILD_TILES),
+        ("gw", np.uint64, 0))   # the grid's words (kernels/update.cu W_*)
     _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
             ("status", np.int8), ("reason", np.int8))

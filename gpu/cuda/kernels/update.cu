@@ -488,6 +488,7 @@ extern "C" __global__ void apply_updates(
 #define BUILD_KCAP TILE
 #define PT_BITS 14   // the pair table: 4 x the updates of a build
 #define PT_SIZE (1 << PT_BITS)
+static_assert(PT_SIZE == 4 * BUILD_TILES * TILE, "the pair table: four slots an update of a build");
 
 struct Scratch {   // device memory the host allocates with the graph
     int* slot_first;     // per slot: first (2 * update + side) creating it (INT_MAX: none)
