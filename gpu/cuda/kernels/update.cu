@@ -484,7 +484,7 @@ extern "C" __global__ void apply_updates(
 // rewritten yet.
 #define BUILD_TILES 4
 // A vertex's new entries are ranked by one warp in O(k^2 / 32): a build ends after the tile
-// that gives one vertex more than BUILD_KCAP of them, so k stays below 2 x TILE.
+// that gives one vertex more than BUILD_KCAP of them, so k is at most 2 x TILE.
 #define BUILD_KCAP TILE
 #define PT_BITS 14   // the pair table: 4 x the updates of a build
 #define PT_SIZE (1 << PT_BITS)
@@ -573,6 +573,7 @@ struct Shared {
     long long reserved;   // pool the build's tiles may take once built (their bounds)
     int n_owners, code, vertex_ops;
     int crowded;   // a vertex has more than BUILD_KCAP new entries in the build
+    int builds;    // builds so far in this launch (their stamps)
 };
 
 template <typename T>
@@ -826,9 +827,10 @@ __device__ bool grid_sync(unsigned long long* gw, int blocks) {
 }
 
 // Two stamps per build, above every earlier build's (vtile starts at 0): its count of a
-// vertex's version (step 1) and its claim of the vertex as an owner (step 4).
-__device__ __forceinline__ long long build_stamp(long long launch, long long bs) {
-    return (launch << 24) + (bs / TILE) * 2 + 2;
+// vertex's version (step 1) and its claim of the vertex as an owner (step 4). `build`: the
+// launch's builds so far (a count, not a position: stamps stay distinct however builds end).
+__device__ __forceinline__ long long build_stamp(long long launch, long long build) {
+    return (launch << 24) + build * 2 + 2;
 }
 
 // The pair table: a pair's state after the last tile of the build that named it.
@@ -849,16 +851,17 @@ __device__ int pt_find(const Scratch& x, unsigned long long key, long long stamp
 // of older builds are free; threads of one tile write distinct keys).
 __device__ void pt_put(const Scratch& x, unsigned long long key, long long stamp, int at,
                        long long val) {
-    if (at < 0) {
-        for (int h = pt_slot(key);; h = (h + 1) & (PT_SIZE - 1)) {
-            long long old = x.pt_stamp[h];
-            if (old != stamp &&
-                atomicCAS((unsigned long long*)(x.pt_stamp + h), (unsigned long long)old,
-                          (unsigned long long)stamp) == (unsigned long long)old) {
+    for (int h = pt_slot(key); at < 0; h = (h + 1) & (PT_SIZE - 1)) {
+        unsigned long long old = (unsigned long long)x.pt_stamp[h];
+        while (old != (unsigned long long)stamp) {   // free: claim it, unless another
+            unsigned long long got = atomicCAS((unsigned long long*)(x.pt_stamp + h), old,
+                                               (unsigned long long)stamp);
+            if (got == old) {                         // thread of this tile just did
                 at = h;
                 x.pt_key[h] = key;
                 break;
             }
+            old = got;
         }
     }
     x.pt_val[at] = val;
@@ -871,7 +874,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
                         const int* ops, const int* sx, const int* sy, const int* lab,
                         long long t0, int nt, long long n_out, long long bs) {
     int t = threadIdx.x, lane = t & 31;
-    long long stamp = build_stamp(sh.s.launch, bs);
+    long long stamp = build_stamp(sh.s.launch, sh.builds);
     long long eb = 2 * (t0 - bs);   // the build's entries before this tile
     bool mine = t < nt;
     long long i = t0 + t;
@@ -1162,6 +1165,7 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
         sh.reserved = 0;
         sh.crowded = 0;
         sh.n_owners = 0;
+        ++sh.builds;
         x.gw[W_ITEMS] = i_carry;
         x.gw[W_CHUNK] = chunk;
     }
@@ -1186,7 +1190,7 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
 // The resolver of apply_batch and apply_step; returns the code (every thread of block 0).
 // Block 0 resolves each tile (the front); once a build of up to `build_tiles` edge-only tiles
 // is due, every block builds their new versions (step 5), with grid barriers between the
-// phases (apply_batch, the host path: a build a tile, as before builds). `hold` >= 0: the
+// phases (apply_batch, the host path, builds `build_tiles` at most). `hold` >= 0: the
 // pipeline's watermark, min(tick before the batch, hold - 1): matching of earlier batches
 // has finished in stream order, so only a host hold keeps older entries. Only the first
 // `blocks` blocks take part (active_blocks); the others have returned.
@@ -1221,6 +1225,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         sh.n_owners = 0;
         sh.reserved = 0;
         sh.crowded = 0;
+        sh.builds = 0;
         x.gw[W_MAXLEN] = 0;
     }
     __syncthreads();
