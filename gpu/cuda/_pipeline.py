@@ -55,7 +55,14 @@ from ._updater import (
     DeviceUpdater,
     fault_error,
 )
-from .kernels import BUILD_TILES, QUEUE_COUNTERS, TILE, WARPS_PER_BLOCK, kernel
+from .kernels import (
+    BUILD_TILES,
+    QUEUE_COUNTERS,
+    TILE,
+    UPDATES_PER_BLOCK,
+    WARPS_PER_BLOCK,
+    kernel,
+)
 
 if TYPE_CHECKING:
     from ._executor import GpuExecutor
@@ -78,8 +85,6 @@ LAUNCH_CAP = 4096
 #: at most this share of the free device memory goes to the two pools when one grows
 #: ahead of a launch (beyond it, a launch that meets a full pool takes the host path)
 _POOL_SHARE = 0.25
-#: updates per resolver block (kernels/update.cu UPDATES_PER_BLOCK)
-_UPDATES_PER_BLOCK = 8
 
 
 class BatchColumns(NamedTuple):
@@ -403,7 +408,7 @@ class DevicePipeline:
 
     def _grid_for(self, n: int) -> int:
         """The least of :meth:`_grids` that still gives ``n`` updates all their blocks."""
-        need = -(-n // _UPDATES_PER_BLOCK)
+        need = -(-n // UPDATES_PER_BLOCK)
         return next((g for g in self._grids() if g >= need), self.updater.grid)
 
     def _step_args(self) -> tuple[Any, ...]:

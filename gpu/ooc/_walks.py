@@ -26,8 +26,8 @@ import numpy as np
 
 from .._types import MAX_QUERY_VERTICES, WILDCARD
 from ..cpu._kernels import _buffers, _label_filter, _prepare, _valid, root_ok
-from ..graph._labels import label_range
 from ..cuda._device_graph import ENTRY_BYTES
+from ..graph._labels import label_range
 from ..planning._planner import F_DEP, F_LABEL, F_MISC, F_NBCNT, F_NBOFF
 
 M = MAX_QUERY_VERTICES

@@ -193,11 +193,11 @@ def test_the_pipelines_constants_equal_the_kernels() -> None:
     from pathlib import Path
 
     from gpu.cuda import _pipeline as p
-    from gpu.cuda.kernels import BUILD_TILES, TILE
+    from gpu.cuda.kernels import BUILD_TILES, TILE, UPDATES_PER_BLOCK
 
     src = (Path(p.__file__).parent / "kernels" / "update.cu").read_text()
     defines = dict(re.findall(r"#define (\w+) (\d+)\b", src))
-    assert int(defines["UPDATES_PER_BLOCK"]) == p._UPDATES_PER_BLOCK
+    assert int(defines["UPDATES_PER_BLOCK"]) == UPDATES_PER_BLOCK
     assert int(defines["TILE"]) == TILE
     assert int(defines["BUILD_TILES"]) == BUILD_TILES
     words = re.search(r"enum \{ (C_N = 0,[^}]*)\}", src)

@@ -95,9 +95,11 @@ def test_orbits_of_unequal_size_give_weighted_count_plans() -> None:
     ps = PlanSet.pack([qp.plans, qp.plans], [qp.orbit_plans, ()], [qp.automorphisms, 1])
     n = len(qp.plans)
     # the first query counts with rows after both queries' plans; the second with its own
-    assert (ps.count_for[0], ps.count_lo[0], ps.count_hi[0]) == (n, 2 * n, 2 * n + len(qp.orbit_plans))
+    assert (ps.count_for[0], ps.count_lo[0], ps.count_hi[0]) == (n, 2 * n,
+                                                                 2 * n + len(qp.orbit_plans))
     assert ps.count_div[0] == qp.automorphisms
-    assert (ps.count_for[n], ps.count_lo[n], ps.count_hi[n], ps.count_div[n]) == (2 * n, n, 2 * n, 1)
+    assert (ps.count_for[n], ps.count_lo[n], ps.count_hi[n],
+            ps.count_div[n]) == (2 * n, n, 2 * n, 1)
     k = len(qp.orbit_plans)
     assert list(ps.weight[2 * n:2 * n + k]) == [s for _, s in qp.orbit_plans]
     assert len(ps.n) == 2 * n and ps.weighted

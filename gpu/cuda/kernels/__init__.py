@@ -14,7 +14,8 @@ from typing import Any
 
 from ...exceptions import BackendError
 
-__all__ = ["BUILD_TILES", "QUEUE_COUNTERS", "TILE", "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
+__all__ = ["BUILD_TILES", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOCK", "WARPS_PER_BLOCK",
+           "cupy_or_raise", "kernel", "sm_count"]
 
 _DIR = Path(__file__).parent
 
@@ -23,6 +24,8 @@ _DIR = Path(__file__).parent
 TILE = 1024
 #: update.cu BUILD_TILES: edge-only tiles whose touched vertices get one new version together
 BUILD_TILES = 4
+#: update.cu UPDATES_PER_BLOCK: a resolve of n updates takes one block per this many
+UPDATES_PER_BLOCK = 8
 #: match.cu WARPS_PER_BLOCK
 WARPS_PER_BLOCK = 4
 #: match.cu's counter words: next unit, queue head / tail, pushed, done, finished,

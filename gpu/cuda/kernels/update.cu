@@ -572,7 +572,8 @@ struct Shared {
     long long lensum, maxlen;
     long long reserved;   // pool the build's tiles may take once built (their bounds)
     int n_owners, code, vertex_ops;
-    int crowded;   // a vertex has more than BUILD_KCAP new entries in the build
+    int build_due;   // build before the next tile: a vertex has more than BUILD_KCAP new
+                     // entries, or a tile fell short of pool only by the reservations
     int builds;    // builds so far in this launch (their stamps)
 };
 
@@ -1060,7 +1061,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
                     x.vown[u] = q;
                 }
                 int k = __popc(grp);
-                if (atomicAdd(x.vcnt + u, k) + k > BUILD_KCAP) sh.crowded = 1;
+                if (atomicAdd(x.vcnt + u, k) + k > BUILD_KCAP) sh.build_due = 1;
             }
         }
     }
@@ -1163,7 +1164,7 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
         x.own_item[no] = i_carry;
         sh.pool_used += (unsigned long long)c_carry;
         sh.reserved = 0;
-        sh.crowded = 0;
+        sh.build_due = 0;
         sh.n_owners = 0;
         ++sh.builds;
         x.gw[W_ITEMS] = i_carry;
@@ -1224,7 +1225,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         sh.maxlen = sh.s.maxlen;
         sh.n_owners = 0;
         sh.reserved = 0;
-        sh.crowded = 0;
+        sh.build_due = 0;
         sh.builds = 0;
         x.gw[W_MAXLEN] = 0;
     }
@@ -1247,7 +1248,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                 if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
                 __syncthreads();
                 if (stop == DONE && i < n && !sh.vertex_ops && tiles < build_tiles &&
-                    !sh.crowded) {
+                    !sh.build_due) {
                     if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
                     __syncthreads();
                     int c = par_tile(g, o, x, sh, ops, sx, sy, lab, i, nt, n_out, bs);
@@ -1258,7 +1259,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                     } else if (!(c == NEED_POOL && tiles > 0)) {
                         stop = c;   // the tile is untouched: build what the build holds
                     }   // else: the earlier tiles' bounds held the pool; built, it may fit
-                    if (t == 0 && c == NEED_POOL && tiles > 0) sh.crowded = 1;   // build, retry
+                    if (t == 0 && c == NEED_POOL && tiles > 0) sh.build_due = 1;   // then retry
                     continue;   // (the loop's first barrier orders it before its read)
                 }
                 if (tiles > 0) {   // the grid builds the gathered tiles' versions
