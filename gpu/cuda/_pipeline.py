@@ -51,6 +51,7 @@ from ._updater import (
     M_GARBAGE,
     M_MAXLEN,
     M_POOL_USED,
+    POOL_SHARE,
     DeviceGraphView,
     DeviceUpdater,
     fault_error,
@@ -82,9 +83,6 @@ _FREE_LANE = 1 << 62   # a lane's tick word while nothing of it is in flight
 #: consecutive launches, read back as one (so resolving part k+1 overlaps matching part k,
 #: and no batch size makes the pipeline drain and allocate again)
 LAUNCH_CAP = 4096
-#: at most this share of the free device memory goes to the two pools when one grows
-#: ahead of a launch (beyond it, a launch that meets a full pool takes the host path)
-_POOL_SHARE = 0.25
 
 
 class BatchColumns(NamedTuple):
@@ -363,6 +361,9 @@ class DevicePipeline:
         for block in self._blocks:
             block.launch = None
             self._graphs(block)
+        with self.updater.flipped():   # and against the spare pool: compactions in stream
+            for block in self._blocks:  # order flip them, and capture nothing then
+                self._graphs(block)
 
     def _key(self) -> tuple[int, ...]:
         u = self.updater
@@ -657,7 +658,7 @@ class DevicePipeline:
             cp = self.cp
             free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
             width = sum(np.dtype(dt).itemsize for _, dt in u._POOL)
-            while grow > cap and 2 * grow * width > _POOL_SHARE * free:
+            while grow > cap and 2 * grow * width > POOL_SHARE * free:
                 grow //= 2
         for lane in self._lanes:
             self.stream.wait_event(lane.stream.record())

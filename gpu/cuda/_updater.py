@@ -14,7 +14,8 @@ class's own :meth:`apply` is one synchronous launch per batch (the host path).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,10 @@ __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 DONE, NEED_POOL, NEED_OUT, NEED_VERTEX = range(4)
 FAULT = 5   # the resolver's grid barrier timed out
 _VERTEX_OPS = int(UpdateOp.INSERT_VERTEX)
+#: the share of free device memory the two pools may take (growth and load)
+POOL_SHARE = 0.25
+#: a loaded graph's pool, in multiples of what it uses (:meth:`DeviceUpdater._load_room`)
+LOAD_ROOM = 16
 _W_WM, _W_MINCHUNK, _W_FAULT, _W_TIMEOUT = 5, 8, 9, 10   # kernels/update.cu W_*
 W_PROBE, P_MAX = 16, 24   # kernels/update.cu
 #: the grid's words with the diagnostic probes' (sums, counts, the last mark, a sink)
@@ -190,6 +195,37 @@ class DeviceUpdater:
         self._spare = None
         self._pools = 1   # pools of this generation (the spare is the second)
 
+    def _load_room(self, used: int) -> int:
+        """Pool entries for a graph that uses ``used``: LOAD_ROOM times as many (the room a
+        one-batch run of a tenth of the graph asks before its first launch, so that no
+        compaction grows the pool inside it: growth re-captures every launch the pipeline
+        holds), within POOL_SHARE of the free device memory for both pools, and at least
+        three times as many (what a compaction leaves)."""
+        cp = self.cp
+        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+        width = sum(np.dtype(dt).itemsize for _, dt in self._POOL)
+        share = int(POOL_SHARE * free) // (2 * width)
+        return max(4096, 3 * used, min(LOAD_ROOM * used, share))
+
+    @contextmanager
+    def flipped(self) -> Iterator[None]:
+        """The spare pool as the current one, for capturing launches against it (nothing
+        runs meanwhile): once both pools' launches are captured, a compaction in stream
+        order, which flips them, captures nothing."""
+        if self._spare is None:
+            yield
+            return
+        cur = (self.key, self.elab, self.ct, self.dt)
+        self.key, self.elab, self.ct, self.dt = self._spare
+        self._spare = cur
+        self.pool_flip ^= 1
+        try:
+            yield
+        finally:
+            self._spare = (self.key, self.elab, self.ct, self.dt)
+            self.key, self.elab, self.ct, self.dt = cur
+            self.pool_flip ^= 1
+
     @property
     def barrier_timeout(self) -> float:
         """Seconds the resolver's blocks wait at a barrier before the launch faults."""
@@ -305,8 +341,12 @@ class DeviceUpdater:
         by_ext = np.argsort(ext, kind="stable")   # every internal id's slot: its ext's
         vslot = by_ext[np.searchsorted(ext, g.vext[:nv], sorter=by_ext)].astype(np.int32)
         with self.stream:
-            if used * 3 > self._pcap:
-                self._alloc_pool(max(3 * used, 4096))
+            room = self._load_room(used)
+            if room > self._pcap:
+                self._alloc_pool(room)
+            if self._spare is None:   # the second pool now, not in a run's first compaction
+                self._spare = tuple(self.cp.empty(self._pcap, dt) for _, dt in self._POOL)
+                self._pools = 2
             if nv + max(1024, nv // 4) > self._vcap:
                 self._grow_vertices(nv + max(1024, nv // 4))
             if ns > self._scap:
