@@ -194,8 +194,7 @@ class GpuExecutor:
         self._by_degree: tuple[int, npt.NDArray[np.int64]] = (-1, np.zeros(0, np.int64))
         self._match = kernel("match", "match_units")
         self.sm_count = sm_count()
-        nbytes = c.stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
-        self._slots = _slot_pool(nbytes, c.depth, c.queue_records)
+        self._slots = _slot_pool(c.stack_bytes, c.depth, c.queue_records)
         khz = int(cp.cuda.Device().attributes["ClockRate"])
         self._split_cycles = int(c.split_us * khz / 1000)
         self._next_slot = 0
@@ -541,11 +540,14 @@ def _endpoints(view: DeviceGraphView, tasks: MatchTasks) -> tuple[_Endpoints, Ma
 
 
 @functools.cache
-def _slot_pool(nbytes: int, depth: int, queue_records: int) -> list[_Slot]:
+def _slot_pool(stack_bytes: int, depth: int, queue_records: int) -> list[_Slot]:
     """The streams and candidate rows of batches in flight, one pool per process: every
     executor takes turns on the same slots, and a slot's next user first waits for its
-    ticket, so no two kernels ever share rows."""
+    ticket, so no two kernels ever share rows. ``stack_bytes`` 0: a quarter of the device
+    memory free at the first call, at most 8 GiB (sized once, not per executor: keyed on
+    the free memory, each executor made while others held memory added a pool)."""
     cp = cupy_or_raise()
+    nbytes = stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
     stack = cp.empty(nbytes // 8, np.int64)
     part = len(stack) // depth
     return [_Slot(cp, stack[i * part:(i + 1) * part], queue_records) for i in range(depth)]

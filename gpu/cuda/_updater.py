@@ -14,6 +14,7 @@ class's own :meth:`apply` is one synchronous launch per batch (the host path).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -202,6 +203,7 @@ class DeviceUpdater:
         holds), within POOL_SHARE of the free device memory for both pools, and at least
         three times as many (what a compaction leaves)."""
         cp = self.cp
+        gc.collect()   # engines dropped but not yet collected (cycles) still hold pools
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         width = sum(np.dtype(dt).itemsize for _, dt in self._POOL)
         share = int(POOL_SHARE * free) // (2 * width)
