@@ -33,11 +33,13 @@ from streams import iter_chunks, read_graph, read_query, read_stream  # noqa: E4
 #: kernels/update.cu's P_* marks, in order: what ends at each
 PHASES = ("entry 3: the stall flag, the barrier", "raw updates from the control block",
           "load_meta", "front 1: new vertices, pool bound", "front 2: bitonic sort",
-          "front 3: pair replay", "front 4: ticks, lifetimes", "front 5: buckets, space",
+          "front 3: pair replay", "front 4: ticks, lifetimes",
+          "front 5b: entries into buckets (block 0)",
           "front 6: output rows", "sequential resolver (vertex ops)", "barrier after front",
           "sort_and_count + barrier", "build_chunk + barrier", "last front check + barrier",
           "tail: publish, store_meta", "entry 1: mapped words arrived",
-          "entry 2: lane ticks (device)")
+          "entry 2: lane ticks (device)", "front 5a: owners' space and items",
+          "front 5c: entries into buckets (grid) + barrier")
 
 
 def _reset(upd: object) -> None:

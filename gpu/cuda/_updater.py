@@ -82,7 +82,7 @@ class DeviceUpdater:
              ("cap", np.int32), ("vbatch", np.int64), ("vdeg", np.int32),
              ("valive", np.uint8), ("vslot", np.int32), ("vext", np.int64), ("vpub", np.int64),
              ("nbr", np.int32), ("nbr_ext", np.int64), ("order", np.int32),
-             ("vtile", np.int64), ("vcnt", np.int32), ("vown", np.int32))
+             ("vtile", np.int64), ("vcnt", np.int32))
     #: the parallel resolver's scratch, in tiles (kernels/update.cu): a build's entries and
     #: owners (two an update of its BUILD_TILES tiles), its items (ITEMS) and its pair table
     #: (PT_SIZE, four slots an update)
@@ -126,7 +126,6 @@ class DeviceUpdater:
     slot_first: Any
     vtile: Any
     vcnt: Any
-    vown: Any
     touched: Any
     # the primitive updates' columns (``_OUT``, prefixed o_)
     o_raw: Any
@@ -281,7 +280,7 @@ class DeviceUpdater:
     def _scratch(self) -> Any:
         """The parallel resolver's scratch pointers, in kernels/update.cu's Scratch order."""
         if self._scratch_ptrs is None:
-            arrs = [self.slot_first, self.vtile, self.vcnt, self.vown,
+            arrs = [self.slot_first, self.vtile, self.vcnt,
                     *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH)]
             with self.stream:   # ordered before the resolver launches that read it
                 self._scratch_ptrs = self.cp.asarray(np.array([a.data.ptr for a in arrs],

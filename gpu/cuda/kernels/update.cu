@@ -494,7 +494,6 @@ struct Scratch {   // device memory the host allocates with the graph
     int* slot_first;     // per slot: first (2 * update + side) creating it (INT_MAX: none)
     long long* vtile;    // per vertex: the last build stamp that counted or claimed it
     int* vcnt;           // per vertex: new entries this build (back to 0 after)
-    int* vown;           // per vertex: its index in the owner list
     int* owners;         // 2 * BUILD_TILES * TILE (the build's)
     int* bucket;         // 2 * BUILD_TILES * TILE + 1: owner q's entries start at bucket[q]
     // the build's new entries, 2 an update (index 2 x (update - build's first) + side)
@@ -520,9 +519,9 @@ struct Scratch {   // device memory the host allocates with the graph
 // the others may still read this one's), step 5's sizes, the longest version built, the
 // watermark, the barrier; the host's least chunk (entries, rounded up to SUB); the fault
 // flag (sticky: set when a barrier waited longer than the host's W_TIMEOUT nanoseconds;
-// 0: no limit)
+// 0: no limit); the new entries the grid puts into buckets (0: block 0 did)
 enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_GEN,
-       W_MINCHUNK, W_FAULT, W_TIMEOUT, W_SIZE };
+       W_MINCHUNK, W_FAULT, W_TIMEOUT, W_NE, W_SIZE };
 // Diagnostic probes (compiled in with CSM_CUDA_PROBES=1, gpu/cuda/kernels/__init__.py):
 // thread 0 of block 0 adds the nanoseconds since its previous mark to word W_PROBE + k and
 // counts the mark at W_PROBE + P_MAX + k (bench/probe_resolver.py reads them). Off, a mark
@@ -530,7 +529,8 @@ enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_
 #define W_PROBE 16
 #define P_MAX 24
 enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
-       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES };
+       P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES, P_OWNERS,
+       P_SCATTER };
 #ifdef CSM_PROBES
 __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -666,6 +666,7 @@ __device__ void sort_and_count(const Dev& g, const Scratch& x, long long chunk, 
     item_of(x, it, q, ci, nch);
     if (ci == 0) {   // rank the owner's new entries by (key, creation tick)
         int e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
+        if (lane == 0) x.vcnt[x.owners[q]] = 0;   // the build front's scatter left e0
         for (int j = lane; j < k; j += 32) {
             long long kj = x.b_key[e0 + j], cj = x.b_ct[e0 + j];
             int rk = 0;
@@ -911,7 +912,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
         if (n_out + nt > o.cap) sh.code = NEED_OUT;
         else if (sh.s.nv + n_new_v > g.vcap) sh.code = NEED_VERTEX;
         else if (sh.s.pool_used + sh.reserved + bound > g.pool_cap) sh.code = NEED_POOL;
-        else sh.reserved += bound;
+        else { sh.reserved += bound; sh.lensum += S; }
     }
     __syncthreads();
     if (ins && a0 < 0) x.slot_first[xs] = 0x7fffffff;   // scratch back to empty
@@ -1058,7 +1059,6 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
                     (unsigned long long)(stamp + 1)) {
                     int q = atomicAdd(&sh.n_owners, 1);
                     x.owners[q] = u;
-                    x.vown[u] = q;
                 }
                 int k = __popc(grp);
                 if (atomicAdd(x.vcnt + u, k) + k > BUILD_KCAP) sh.build_due = 1;
@@ -1088,87 +1088,95 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     return DONE;
 }
 
+// Each new entry e = first, first + stride, ... below ne into its owner's bucket, by one
+// atomic on the owner's count (build_front set it to the bucket's end). The stride is a
+// multiple of 32, so every lane takes each turn (group_add).
+__device__ void scatter_entries(const Scratch& x, long long ne, long long first,
+                                long long stride, int lane) {
+    for (long long e = first; e - lane < ne; e += stride) {
+        int u = e < ne ? x.e_owner[e] : -1;
+        int p = group_add(x.vcnt, u, -1, u >= 0, lane) - 1;
+        if (u < 0) continue;
+        x.b_key[p] = x.e_key[e]; x.b_lab[p] = x.e_lab[e];
+        x.b_ct[p] = x.e_ct[e]; x.b_dt[p] = x.e_dt[e];
+    }
+}
+
 // 5. The build's front (block 0, after its last tile): bucket its new entries (ne) by
 //    owner; list each owner's old version in chunks and give it fresh space (the grid
-//    sorts, counts and builds after this: step 5 above).
+//    sorts, counts and builds after this: step 5 above). One pass over the owners: the
+//    chunk size comes from sh.lensum (front 1's lengths of the build's vertices named by
+//    insertions, at least the owners'), and an owner's bucket and first item are one
+//    packed scan. Each entry then takes its place by one atomic on its owner's count,
+//    set to the bucket's end (scatter_entries; the grid's sort sets it back to 0).
 __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long long ne) {
     int t = threadIdx.x, lane = t & 31;
     int no = sh.n_owners;
-    long long S = 0;   // the owners' old lengths (the chunk size follows them)
-    int carry = 0;
-    for (int q0 = 0; q0 < no; q0 += 2 * TILE) {
-        int qa = q0 + 2 * t, qb = qa + 1;
-        int c_a = qa < no ? x.vcnt[x.owners[qa]] : 0;
-        int c_b = qb < no ? x.vcnt[x.owners[qb]] : 0;
-        long long l = (qa < no ? g.len[x.owners[qa]] : 0) + (qb < no ? g.len[x.owners[qb]] : 0);
-        int tot = 0;
-        long long lt = 0;
-        int base = carry + block_scan(c_a + c_b, sh.wsum, &tot);
-        block_scan(l, sh.wsum_ll, &lt);
-        if (qa < no) x.bucket[qa] = base;
-        if (qb < no) x.bucket[qb] = base + c_a;
-        carry += tot;
-        S += lt;
-    }
-    if (t == 0) { x.bucket[no] = carry; sh.lensum = S; }
-    __syncthreads();
-    for (long long e0 = 0; e0 < ne; e0 += TILE) {   // every lane in each turn (group_add)
-        long long e = e0 + t;
-        int u = e < ne ? x.e_owner[e] : -1;
-        int left = group_add(x.vcnt, u, -1, u >= 0, lane);   // new entries of u still unplaced
-        if (u < 0) continue;
-        int pos = x.bucket[x.vown[u]] + left - 1;
-        x.b_key[pos] = x.e_key[e]; x.b_lab[pos] = x.e_lab[e];
-        x.b_ct[pos] = x.e_ct[e]; x.b_dt[pos] = x.e_dt[e];
-    }
     const long long per = (long long)SUB * MAX_LONG_ITEMS;
     long long least = ((long long)x.gw[W_MINCHUNK] + SUB - 1) / SUB;
     long long chunk = SUB * max(max(1LL, least), (sh.lensum + per - 1) / per);
-    long long c_carry = 0;
-    int i_carry = 0;
-    __syncthreads();
+    long long c_carry = 0, p_carry = 0;   // space; (first item << 32) | first entry
     for (int q0 = 0; q0 < no; q0 += 2 * TILE) {
-        long long cq[2] = {0, 0};
-        int nq[2] = {0, 0};
-        for (int side = 0; side < 2; ++side) {
-            int q = q0 + 2 * t + side;
-            if (q >= no) continue;
-            long long n0 = g.len[x.owners[q]];
-            long long ub = n0 + (x.bucket[q + 1] - x.bucket[q]);
-            cq[side] = ub + max(4LL, ub >> 3);
-            nq[side] = n0 > chunk ? (int)((n0 + chunk - 1) / chunk) : 1;
-        }
-        long long c_tot = 0;
-        int n_items = 0;
-        long long cbase = c_carry + block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
-        int ibase = i_carry + block_scan(nq[0] + nq[1], sh.wsum, &n_items);
+        int v[2], c[2] = {0, 0};
+        long long n0[2] = {0, 0}, off[2] = {0, 0}, cq[2] = {0, 0}, pk[2] = {0, 0};
         long long gsum = 0;   // the old versions' capacity: garbage (summed by warp first)
+#pragma unroll
         for (int side = 0; side < 2; ++side) {
             int q = q0 + 2 * t + side;
-            if (q >= no) continue;
-            int v = x.owners[q];
-            long long d = (long long)sh.pool_used + cbase + (side ? cq[0] : 0);
-            int first = ibase + (side ? nq[0] : 0);
-            x.own_src[q] = g.off[v]; x.own_n0[q] = g.len[v]; x.own_dst[q] = d;
+            v[side] = q < no ? x.owners[q] : -1;
+        }
+#pragma unroll
+        for (int side = 0; side < 2; ++side) {
+            if (v[side] < 0) continue;
+            n0[side] = g.len[v[side]]; c[side] = x.vcnt[v[side]];
+            off[side] = g.off[v[side]]; gsum += g.cap[v[side]];
+        }
+#pragma unroll
+        for (int side = 0; side < 2; ++side) {
+            if (v[side] < 0) continue;
+            long long ub = n0[side] + c[side];
+            long long nq = n0[side] > chunk ? (n0[side] + chunk - 1) / chunk : 1;
+            cq[side] = ub + max(4LL, ub >> 3);
+            pk[side] = (nq << 32) | c[side];
+        }
+        long long c_tot = 0, p_tot = 0;
+        long long cbase = c_carry + block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
+        long long pbase = p_carry + block_scan(pk[0] + pk[1], sh.wsum_ll, &p_tot);
+        for (int side = 0; side < 2; ++side) {
+            int q = q0 + 2 * t + side;
+            if (v[side] < 0) continue;
+            long long pb = pbase + (side ? pk[0] : 0);
+            int e0 = (int)(pb & 0xffffffffLL), first = (int)(pb >> 32);
+            x.bucket[q] = e0;
+            x.vcnt[v[side]] = e0 + c[side];
+            x.own_src[q] = off[side]; x.own_n0[q] = (int)n0[side];
+            x.own_dst[q] = (long long)sh.pool_used + cbase + (side ? cq[0] : 0);
             x.own_cap[q] = (int)cq[side]; x.own_item[q] = first; x.own_done[q] = 0;
-            for (int r = 0; r < nq[side]; ++r) x.item_owner[first + r] = q;
-            gsum += g.cap[v];
+            for (int r = 0; r < (int)(pk[side] >> 32); ++r) x.item_owner[first + r] = q;
         }
         for (int d = 16; d > 0; d >>= 1) gsum += __shfl_down_sync(FULL, gsum, d);
         if (lane == 0 && gsum) atomicAdd(&sh.garbage, (unsigned long long)gsum);
         c_carry += c_tot;
-        i_carry += n_items;
-        __syncthreads();
+        p_carry += p_tot;
     }
+    __syncthreads();   // the counts set above, before their atomics
+    probe(x.gw, P_OWNERS);
+    // one SM's stores are the bound of a large build's scatter (7 us per 2,048 entries):
+    // beyond two turns of the block the grid does it, after the barrier
+    bool here = ne <= 2 * TILE;
+    if (here) scatter_entries(x, ne, t, TILE, lane);
     if (t == 0) {
-        x.own_item[no] = i_carry;
+        x.bucket[no] = (int)(p_carry & 0xffffffffLL);
+        x.own_item[no] = (int)(p_carry >> 32);
         sh.pool_used += (unsigned long long)c_carry;
         sh.reserved = 0;
+        sh.lensum = 0;
         sh.build_due = 0;
         sh.n_owners = 0;
         ++sh.builds;
-        x.gw[W_ITEMS] = i_carry;
+        x.gw[W_ITEMS] = p_carry >> 32;
         x.gw[W_CHUNK] = chunk;
+        x.gw[W_NE] = here ? 0 : ne;
     }
     __syncthreads();
     probe(x.gw, P_BUCKET);
@@ -1207,12 +1215,12 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     Out o{o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason, out_cap};
     const long long* p = scratch_ptrs;
     Scratch x{(int*)p[0], (long long*)p[1], (int*)p[2], (int*)p[3], (int*)p[4], (int*)p[5],
-              (int*)p[6], (long long*)p[7], (int*)p[8], (long long*)p[9], (long long*)p[10],
-              (long long*)p[11], (int*)p[12], (long long*)p[13], (long long*)p[14],
-              (long long*)p[15], (int*)p[16], (long long*)p[17], (long long*)p[18],
-              (long long*)p[19], (int*)p[20], (long long*)p[21], (int*)p[22], (int*)p[23],
-              (int*)p[24], (int*)p[25], (int*)p[26], (unsigned long long*)p[27],
-              (long long*)p[28], (long long*)p[29], (unsigned long long*)p[30]};
+              (long long*)p[6], (int*)p[7], (long long*)p[8], (long long*)p[9],
+              (long long*)p[10], (int*)p[11], (long long*)p[12], (long long*)p[13],
+              (long long*)p[14], (int*)p[15], (long long*)p[16], (long long*)p[17],
+              (long long*)p[18], (int*)p[19], (long long*)p[20], (int*)p[21], (int*)p[22],
+              (int*)p[23], (int*)p[24], (int*)p[25], (unsigned long long*)p[26],
+              (long long*)p[27], (long long*)p[28], (unsigned long long*)p[29]};
     volatile unsigned long long* vw = x.gw;
     if (lead && t == 0) {
         sh.s = pre != nullptr ? *pre : load_meta(meta);
@@ -1225,6 +1233,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         sh.maxlen = sh.s.maxlen;
         sh.n_owners = 0;
         sh.reserved = 0;
+        sh.lensum = 0;
         sh.build_due = 0;
         sh.builds = 0;
         x.gw[W_MAXLEN] = 0;
@@ -1314,6 +1323,15 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         }
         probe(x.gw, P_SYNC1);
         if (state == T_NEXT) continue;
+        long long ne = (long long)vw[W_NE];
+        if (ne > 0) {   // the build's new entries into their owners' buckets (build_front)
+            scatter_entries(x, ne, (long long)gwarp * 32 + lane, (long long)nwarps * 32, lane);
+            if (!grid_sync(x.gw, blocks)) {
+                code = FAULT;
+                break;
+            }
+            probe(x.gw, P_SCATTER);
+        }
         int items = (int)vw[W_ITEMS];
         long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
         for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
@@ -1359,7 +1377,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     const int* sy, const int* lab, int build_tiles, APPLY_ARGS) {
     int blocks = active_blocks(n - i0);
     if ((int)blockIdx.x >= blocks) return;
-    probe((unsigned long long*)scratch_ptrs[30], P_ENTRY, true);
+    probe((unsigned long long*)scratch_ptrs[29], P_ENTRY, true);
     resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, min(max(build_tiles, 1), BUILD_TILES),
                  nullptr, nullptr, APPLY_PASS);
 }
@@ -1394,7 +1412,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     __shared__ State s0;
     __shared__ Tail fin;
     int t = threadIdx.x;
-    unsigned long long* gw = (unsigned long long*)scratch_ptrs[30];
+    unsigned long long* gw = (unsigned long long*)scratch_ptrs[29];
     probe(gw, P_ENTRY, true);
     // Reads of mapped host memory cost a PCIe round trip each (about 2.5 us on an H100)
     // unless issued together: every word this launch needs from it is loaded at once here,
