@@ -51,7 +51,6 @@ from ._updater import (
     M_GARBAGE,
     M_MAXLEN,
     M_POOL_USED,
-    POOL_SHARE,
     DeviceGraphView,
     DeviceUpdater,
     fault_error,
@@ -655,10 +654,8 @@ class DevicePipeline:
         while grow < 3 * live or grow < kept + need:
             grow *= 2
         if grow > cap:
-            cp = self.cp
-            free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
-            width = sum(np.dtype(dt).itemsize for _, dt in u._POOL)
-            while grow > cap and 2 * grow * width > POOL_SHARE * free:
+            share = u.pool_share()
+            while grow > cap and grow > share:
                 grow //= 2
         for lane in self._lanes:
             self.stream.wait_event(lane.stream.record())

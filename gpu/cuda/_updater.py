@@ -201,12 +201,16 @@ class DeviceUpdater:
         compaction grows the pool inside it: growth re-captures every launch the pipeline
         holds), within POOL_SHARE of the free device memory for both pools, and at least
         three times as many (what a compaction leaves)."""
-        cp = self.cp
         gc.collect()   # engines dropped but not yet collected (cycles) still hold pools
+        return max(4096, 3 * used, min(LOAD_ROOM * used, self.pool_share()))
+
+    def pool_share(self) -> int:
+        """Entries each of the two pools may hold within POOL_SHARE of the free device
+        memory (CuPy's cached free blocks count as free): the cap at load and on growth."""
+        cp = self.cp
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         width = sum(np.dtype(dt).itemsize for _, dt in self._POOL)
-        share = int(POOL_SHARE * free) // (2 * width)
-        return max(4096, 3 * used, min(LOAD_ROOM * used, share))
+        return int(POOL_SHARE * free) // (2 * width)
 
     @contextmanager
     def flipped(self) -> Iterator[None]:
