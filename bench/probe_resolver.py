@@ -39,7 +39,8 @@ PHASES = ("entry 3: the stall flag, the barrier", "raw updates from the control 
           "sort_and_count + barrier", "build_chunk + barrier", "last front check + barrier",
           "tail: publish, store_meta", "entry 1: mapped words arrived",
           "entry 2: lane ticks (device)", "front 5a: owners' space and items",
-          "front 5c: entries into buckets (grid) + barrier")
+          "front 5c: entries into buckets (grid) + barrier",
+          "front 5d: owners' space and items (grid) + two barriers")
 
 
 def _reset(upd: object) -> None:

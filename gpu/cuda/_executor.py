@@ -156,6 +156,8 @@ class _GpuTicket:
     def wait(self) -> MatchOutput:
         if self.out is None:
             self.out = self.ex._finish(self)
+            if self.slot.ticket is self:   # the slots are the process's: a finished ticket
+                self.slot.ticket = None    # left there kept its executor, graph and pools
         return self.out
 
 

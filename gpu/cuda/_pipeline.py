@@ -309,7 +309,9 @@ class DevicePipeline:
         try:
             self._setup(plans, nq)
         except BaseException:   # half set up: the next batch or registration tries again
-            self._plans = None
+            self._plans = None     # (with the same plans, so the same capture keys: the
+            for block in self._blocks:   # graphs captured so far point at buffers _setup
+                block.graphs.clear()     # will allocate again)
             raise
 
     def _setup(self, plans: PlanSet, nq: int) -> None:
@@ -573,8 +575,18 @@ class DevicePipeline:
             self._tally = np.zeros(2 * self.updater.n_slots, np.int32)
         g.grow = int(insert_multiplicity(g.block.inp, g.n, self._tally))
         bound = int(self.updater.meta[M_MAXLEN]) + g.grow + sum(x.grow for x in self._flight)
-        if bound + 1 > self._stride:
-            self._stride = _stride_for(bound, g.grow)
+        if bound + 1 > self._stride:   # launches resolved in full and off the device
+            # are in meta's longest version already: checked first, then meta read again
+            # (a launch that ends in between is counted twice, never missed). A launch that
+            # stopped on a full pool or output, and those skipped behind it, are not: their
+            # growth comes with the recovery. Unread launches of a gathering run (up to a
+            # block each) would otherwise grow the stride, and a new stride re-captures
+            # every block's graphs for both pools
+            rest = sum(x.grow for x in self._flight
+                       if x.on_device or int(x.block.ctrl[C_CODE]) != DONE)
+            bound = int(self.updater.meta[M_MAXLEN]) + g.grow + rest
+            if bound + 1 > self._stride:
+                self._stride = _stride_for(bound, g.grow)
         self._seq += 1
         g.seq = self._seq
         c = g.block.ctrl

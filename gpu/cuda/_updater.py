@@ -97,7 +97,8 @@ class DeviceUpdater:
         ("item_owner", np.int32, 64 + 2 * BUILD_TILES), ("cnt", np.int32, 64 + 2 * BUILD_TILES),
         ("pt_key", np.uint64, 4 * BUILD_TILES), ("pt_stamp", np.int64, 4 * BUILD_TILES),
         ("pt_val", np.int64, 4 * BUILD_TILES),
-        ("gw", np.uint64, 0))   # the grid's words (kernels/update.cu W_*)
+        ("gw", np.uint64, 0),   # the grid's words (kernels/update.cu W_*)
+        ("blk", np.int64, 3))   # three sums a resolver block (up to 1,024 blocks)
     _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
             ("status", np.int8), ("reason", np.int8))
@@ -154,7 +155,7 @@ class DeviceUpdater:
         self._compacted = kernel("update", "compact_done")
         #: blocks of the parallel resolver: one per SM (its grid barriers need every block
         #: resident, and one block of TILE threads fills an SM's share it may take)
-        self.grid = sm_count()
+        self.grid = min(sm_count(), TILE)   # TILE at most: the blk scratch's sums (3 a block)
         self.ids = IdMap(vertex_capacity)
         self.n_slots = 0
         self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
@@ -187,13 +188,17 @@ class DeviceUpdater:
 
     # -- storage --------------------------------------------------------------------
     def _alloc_pool(self, cap: int) -> None:
+        """A fresh pool of ``cap`` entries; the spare goes first (so the old pool, which a
+        compaction still reads, and the new one are the most alive at once), and all
+        columns are allocated before any replaces the old (out of memory changes nothing)."""
         cp = self.cp
-        self.generation += 1
-        for name, dt in self._POOL:
-            setattr(self, name, cp.zeros(cap, dt))
-        self._pcap = cap
         self._spare = None
         self._pools = 1   # pools of this generation (the spare is the second)
+        cols = {name: cp.zeros(cap, dt) for name, dt in self._POOL}
+        self.generation += 1
+        for name, col in cols.items():
+            setattr(self, name, col)
+        self._pcap = cap
 
     def _load_room(self, used: int) -> int:
         """Pool entries for a graph that uses ``used``: LOAD_ROOM times as many (the room a
@@ -350,8 +355,11 @@ class DeviceUpdater:
             if room > self._pcap:
                 self._alloc_pool(room)
             if self._spare is None:   # the second pool now, not in a run's first compaction
-                self._spare = tuple(self.cp.empty(self._pcap, dt) for _, dt in self._POOL)
-                self._pools = 2
+                try:   # (short of memory: later, or never, as before pools came at load)
+                    self._spare = tuple(self.cp.empty(self._pcap, dt) for _, dt in self._POOL)
+                    self._pools = 2
+                except self.cp.cuda.memory.OutOfMemoryError:
+                    self._spare = None
             if nv + max(1024, nv // 4) > self._vcap:
                 self._grow_vertices(nv + max(1024, nv // 4))
             if ns > self._scap:

@@ -94,6 +94,27 @@ def test_a_vertex_crowded_with_new_entries_ends_its_build() -> None:
     _run(None, stream, [4096], lag=2)
 
 
+def test_builds_that_give_no_vertex_a_new_entry() -> None:
+    # batches of nine tiles: deletions of loaded edges only, then insertions that are all
+    # duplicates (ignored), then the deleted edges inserted again: the first two give no
+    # vertex a new entry, so their builds end on block 0 without a grid round
+    ds = generate(GenConfig(vertices=3000, edges=30000, labels=3, queries=1, seed=6))
+    g = ds.initial
+    rng = np.random.default_rng(6)
+    k = 9000
+    gone = rng.choice(len(g.src), k, replace=False)
+    kept = np.setdiff1d(np.arange(len(g.src)), gone)[:k]
+
+    def batch(at: int, op: UpdateOp, rows: np.ndarray) -> UpdateBatch:
+        return UpdateBatch.build(np.arange(at, at + len(rows)), np.full(len(rows), op, np.int8),
+                                 g.src[rows], g.dst[rows], g.label[rows])
+
+    stream = UpdateBatch.concat([batch(0, UpdateOp.DELETE_EDGE, gone),
+                                 batch(k, UpdateOp.INSERT_EDGE, kept),
+                                 batch(2 * k, UpdateOp.INSERT_EDGE, gone)])
+    _run(g, stream, [k], lag=2)
+
+
 def test_parallel_and_sequential_tiles_mixed() -> None:
     # rare vertex operations: some tiles go to the sequential resolver, most do not
     ds = generate(GenConfig(vertices=3000, edges=20000, labels=3, queries=1,

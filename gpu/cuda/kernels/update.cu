@@ -510,6 +510,7 @@ struct Scratch {   // device memory the host allocates with the graph
     // the pair's state after the last tile that named it (pt_pack)
     unsigned long long* pt_key; long long* pt_stamp; long long* pt_val;
     unsigned long long* gw;      // the grid's words (W_*)
+    long long* blk;      // 3 a block: its owners' space, packed items and entries, capacity
 };
 // items per build at most: the chunk grows with the build's version lengths to keep it
 #define ITEMS ((64 + 2 * BUILD_TILES) * TILE)
@@ -519,9 +520,10 @@ struct Scratch {   // device memory the host allocates with the graph
 // the others may still read this one's), step 5's sizes, the longest version built, the
 // watermark, the barrier; the host's least chunk (entries, rounded up to SUB); the fault
 // flag (sticky: set when a barrier waited longer than the host's W_TIMEOUT nanoseconds;
-// 0: no limit); the new entries the grid puts into buckets (0: block 0 did)
+// 0: no limit); the new entries the grid puts into buckets (0: block 0 did); the owners
+// whose space and items the grid sets (0: block 0 did), and the pool's fill before them
 enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_GEN,
-       W_MINCHUNK, W_FAULT, W_TIMEOUT, W_NE, W_SIZE };
+       W_MINCHUNK, W_FAULT, W_TIMEOUT, W_NE, W_NO, W_BASE, W_SIZE };
 // Diagnostic probes (compiled in with CSM_CUDA_PROBES=1, gpu/cuda/kernels/__init__.py):
 // thread 0 of block 0 adds the nanoseconds since its previous mark to word W_PROBE + k and
 // counts the mark at W_PROBE + P_MAX + k (bench/probe_resolver.py reads them). Off, a mark
@@ -530,7 +532,7 @@ enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_
 #define P_MAX 24
 enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
        P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES, P_OWNERS,
-       P_SCATTER };
+       P_SCATTER, P_GRIDOWN };
 #ifdef CSM_PROBES
 __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -565,6 +567,8 @@ struct Shared {
     int delprev[TILE];   // a deletion's pending insertion from an earlier tile (its entry)
     signed char st[TILE];
     signed char inpl[TILE];
+    signed char sop[TILE];   // the tile's ops, and its ends' internal ids once new vertices
+    int sa[TILE], sb[TILE];  // have theirs (-1: none), for the replay's group leaders
     int wsum[NWARPS];
     long long wsum_ll[NWARPS];
     State s;
@@ -887,18 +891,20 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     bool cand = mine && !loop && !wild;
     bool ins = cand && op == OP_INS_E;
     // 1. new vertices (first valid insertion of an unknown slot) and the pool bound
-    int a0 = ins ? g.slot_vid[xs] : 0, b0 = ins ? g.slot_vid[ys] : 0;
+    int a0 = mine ? g.slot_vid[xs] : -1, b0 = mine && !loop ? g.slot_vid[ys] : -1;
     if (ins && a0 < 0) atomicMin(x.slot_first + xs, 2 * t);
     if (ins && b0 < 0) atomicMin(x.slot_first + ys, 2 * t + 1);
     // a vertex's first insertion in the build counts its version (stamps only grow: a
-    // build's are above every earlier one's, and its owner mark stamp + 1 above its count)
+    // build's are above every earlier one's, and its owner mark stamp + 1 above its count);
+    // the lengths load alongside the atomics, not after them
+    long long la = ins && a0 >= 0 ? g.len[a0] : 0, lb0 = ins && b0 >= 0 ? g.len[b0] : 0;
     long long lsum = 0;
     if (ins && a0 >= 0 &&
         atomicMax((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) < (unsigned long long)stamp)
-        lsum += g.len[a0];
+        lsum += la;
     if (ins && b0 >= 0 &&
         atomicMax((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) < (unsigned long long)stamp)
-        lsum += g.len[b0];
+        lsum += lb0;
     if (t == 0) sh.code = DONE;
     long long S = 0;   // (a 64-bit shared atomic per vertex would serialise the block)
     block_scan(lsum, sh.wsum_ll, &S);   // also orders the atomicMins above before the reads
@@ -930,6 +936,11 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     }
     __syncthreads();
     if (t == 0) sh.s.nv = nv0 + n_new_v;
+    // the ends' ids, new vertices' too (a slot another update of the tile created is
+    // read again after the barrier above)
+    int a = a0 >= 0 || !mine ? a0 : g.slot_vid[xs];
+    int b = b0 >= 0 || !mine || loop ? b0 : g.slot_vid[ys];
+    sh.sa[t] = a; sh.sb[t] = b; sh.sop[t] = (signed char)op;
     // 2. group by unordered endpoint pair; replay each group in arrival order
     sh.skey[t] = cand ? ((unsigned long long)min(xs, ys) << 32) | (unsigned)max(xs, ys)
                       : ~0ULL;
@@ -986,18 +997,19 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
             long long v = x.pt_val[at];
             alive = v & 1; cur = (int)(v >> 32); prev = ((v >> 1) & 0x7fffffff) - 1;
         } else {
-            int a = g.slot_vid[sx[t0 + first]], b = g.slot_vid[sy[t0 + first]];
-            long long e = a >= 0 && b >= 0 ? find_alive_1(g, a, make_key(g.vlabel[b], b)) : -1;
+            int pa = sh.sa[first], pb = sh.sb[first];
+            long long e = pa >= 0 && pb >= 0 ? find_alive_1(g, pa, make_key(g.vlabel[pb], pb))
+                                             : -1;
             alive = e >= 0;
             cur = alive ? g.elab[e] : 0;
         }
         int pending = -1;
         for (int q = t; q < TILE && sh.skey[q] == kh; ++q) {
             int oi = sh.sidx[q];
-            int opq = ops[t0 + oi];
+            int opq = sh.sop[oi];
             if (opq == OP_INS_E) {
                 if (!alive) {
-                    sh.st[oi] = ST_APPLIED; alive = true; cur = lab[t0 + oi]; pending = oi;
+                    sh.st[oi] = ST_APPLIED; alive = true; cur = sh.el[oi]; pending = oi;
                     prev = -1;
                 }
             } else if (alive) {
@@ -1020,10 +1032,12 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     if (applied) sh.tk[t] = sh.s.tick + r + 1;
     __syncthreads();
     // 4. lifetimes: in-place ends, new entries, degrees
-    int a = mine ? g.slot_vid[xs] : -1, b = mine && !loop ? g.slot_vid[ys] : -1;
     int de = 0;
-    x.e_owner[eb + 2 * t] = -1;
-    x.e_owner[eb + 2 * t + 1] = -1;
+    bool insa = applied && op == OP_INS_E;
+    if (!insa) {
+        x.e_owner[eb + 2 * t] = -1;
+        x.e_owner[eb + 2 * t + 1] = -1;
+    }
     if (applied && op == OP_DEL_E) {
         de = -1;
         if (sh.delprev[t] >= 0) {   // ends an insertion of an earlier tile, still unbuilt
@@ -1036,34 +1050,33 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
             g.dt[f] = sh.tk[t];
         }
     }
-    bool insa = applied && op == OP_INS_E;
     if (insa) de = 1;
     if (applied) {   // no return value: reductions the issuing thread does not wait for
         atomicAdd(g.vdeg + a, de);
         atomicAdd(g.vdeg + b, de);
     }
     long long end = insa && sh.delof[t] >= 0 ? sh.tk[sh.delof[t]] : INF;
-    for (int side = 0; side < 2; ++side) {
-        int u = side == 0 ? a : b, v = side == 0 ? b : a;
-        if (insa) {
-            long long e = eb + 2 * t + side;
-            x.e_owner[e] = u; x.e_key[e] = make_key(g.vlabel[v], v); x.e_lab[e] = lb;
-            x.e_ct[e] = sh.tk[t]; x.e_dt[e] = end;
-        }
-        unsigned m = __ballot_sync(FULL, insa);
-        if (insa) {   // the first lane naming u in each warp claims it for the build and
-                      // adds the warp's new entries of u to its count
-            unsigned grp = __match_any_sync(m, u);
-            if (lane == __ffs(grp) - 1) {
-                if (atomicMax((unsigned long long*)(x.vtile + u), (unsigned long long)(stamp + 1)) <
-                    (unsigned long long)(stamp + 1)) {
-                    int q = atomicAdd(&sh.n_owners, 1);
-                    x.owners[q] = u;
-                }
-                int k = __popc(grp);
-                if (atomicAdd(x.vcnt + u, k) + k > BUILD_KCAP) sh.build_due = 1;
-            }
-        }
+    unsigned m = __ballot_sync(FULL, insa);
+    if (insa) {   // two entries; the first lane naming a vertex on a side in each warp
+                  // claims it for the build and adds the side's new entries of it to its
+                  // count (both sides' atomics in flight together)
+        long long e = eb + 2 * t;
+        int la = g.vlabel[a], lbv = g.vlabel[b];
+        x.e_owner[e] = a; x.e_key[e] = make_key(lbv, b); x.e_lab[e] = lb;
+        x.e_ct[e] = sh.tk[t]; x.e_dt[e] = end;
+        x.e_owner[e + 1] = b; x.e_key[e + 1] = make_key(la, a); x.e_lab[e + 1] = lb;
+        x.e_ct[e + 1] = sh.tk[t]; x.e_dt[e + 1] = end;
+        unsigned ga = __match_any_sync(m, a), gb = __match_any_sync(m, b);
+        bool ha = lane == __ffs(ga) - 1, hb = lane == __ffs(gb) - 1;
+        const unsigned long long mark = (unsigned long long)(stamp + 1);
+        int ka = __popc(ga), kb = __popc(gb);
+        unsigned long long oa = ha ? atomicMax((unsigned long long*)(x.vtile + a), mark) : mark;
+        unsigned long long ob = hb ? atomicMax((unsigned long long*)(x.vtile + b), mark) : mark;
+        int ca = ha ? atomicAdd(x.vcnt + a, ka) + ka : 0;
+        int cb = hb ? atomicAdd(x.vcnt + b, kb) + kb : 0;
+        if (oa < mark) x.owners[atomicAdd(&sh.n_owners, 1)] = a;
+        if (ob < mark) x.owners[atomicAdd(&sh.n_owners, 1)] = b;
+        if (ca > BUILD_KCAP || cb > BUILD_KCAP) sh.build_due = 1;
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
@@ -1102,6 +1115,112 @@ __device__ void scatter_entries(const Scratch& x, long long ne, long long first,
     }
 }
 
+// Owner v's values for its new version: its old length n0, new entries c, old capacity
+// cap, the space it takes cq (an eighth of slack, at least 4), and pk = (its items << 32) |
+// c, items being its old version's chunks (at least one).
+__device__ __forceinline__ void owner_vals(const Dev& g, const Scratch& x, int v,
+                                           long long chunk, long long& n0, int& c,
+                                           long long& cap, long long& cq, long long& pk) {
+    n0 = g.len[v]; c = x.vcnt[v]; cap = g.cap[v];
+    long long ub = n0 + c;
+    long long nq = n0 > chunk ? (n0 + chunk - 1) / chunk : 1;
+    cq = ub + max(4LL, ub >> 3);
+    pk = (nq << 32) | c;
+}
+
+// Owner q (vertex v) placed: its bucket and first item from the packed prefix pb, its
+// count set to the bucket's end (scatter_entries counts down from it), its new version at
+// dst, its items named.
+__device__ __forceinline__ void owner_place(const Dev& g, const Scratch& x, int q, int v,
+                                            long long n0, int c, long long cq, long long pk,
+                                            long long pb, long long dst) {
+    int e0 = (int)(pb & 0xffffffffLL), first = (int)(pb >> 32);
+    x.bucket[q] = e0;
+    x.vcnt[v] = e0 + c;
+    x.own_src[q] = g.off[v]; x.own_n0[q] = (int)n0; x.own_dst[q] = dst;
+    x.own_cap[q] = (int)cq; x.own_item[q] = first; x.own_done[q] = 0;
+    for (int r = 0; r < (int)(pk >> 32); ++r) x.item_owner[first + r] = q;
+}
+
+// A build with more owners than OWN_GRID has its owners' pass on the grid (one SM's
+// scattered loads and nine stores an owner took 28 us of a 4,096-update launch on block 0):
+// each block takes a range of owners; phase 1 sums its range into x.blk, phase 2 (after
+// a barrier) places each owner from the sums of the blocks before it and a scan of its own.
+#define OWN_GRID 1024
+
+__device__ __forceinline__ void own_range(int no, int blocks, int& lo, int& hi) {
+    int k = (no + blocks - 1) / blocks;
+    lo = min(no, (int)blockIdx.x * k);
+    hi = min(no, lo + k);
+}
+
+__device__ void owners_sums(const Dev& g, const Scratch& x, Shared& sh, int no, int blocks,
+                            long long chunk) {
+    int lo, hi;
+    own_range(no, blocks, lo, hi);
+    long long s_cq = 0, s_pk = 0, s_cap = 0;
+    for (int q = lo + (int)threadIdx.x; q < hi; q += TILE) {
+        long long n0, cap, cq, pk;
+        int c;
+        owner_vals(g, x, x.owners[q], chunk, n0, c, cap, cq, pk);
+        s_cq += cq; s_pk += pk; s_cap += cap;
+    }
+    long long t_cq = 0, t_pk = 0, t_cap = 0;
+    block_scan(s_cq, sh.wsum_ll, &t_cq);
+    block_scan(s_pk, sh.wsum_ll, &t_pk);
+    block_scan(s_cap, sh.wsum_ll, &t_cap);
+    if (threadIdx.x == 0) {
+        long long* b = x.blk + 3 * blockIdx.x;
+        b[0] = t_cq; b[1] = t_pk; b[2] = t_cap;
+    }
+}
+
+// Phase 2; block 0 also takes the totals into its state (the pool's fill, garbage, the
+// items) and closes the bucket and item lists.
+__device__ void owners_place(const Dev& g, const Scratch& x, Shared& sh, int no, int blocks,
+                             long long chunk, long long base) {
+    __shared__ long long pre[6];   // the blocks before this one, and all: cq, pk, cap
+    int t = threadIdx.x, lane = t & 31;
+    if (t < 32) {
+        long long v[6] = {0, 0, 0, 0, 0, 0};
+        for (int j = lane; j < blocks; j += 32) {
+            const long long* b = x.blk + 3 * j;
+            for (int k = 0; k < 3; ++k) {
+                v[3 + k] += b[k];
+                if (j < (int)blockIdx.x) v[k] += b[k];
+            }
+        }
+        for (int k = 0; k < 6; ++k) {
+            for (int d = 16; d > 0; d >>= 1) v[k] += __shfl_down_sync(FULL, v[k], d);
+        }
+        if (lane == 0) for (int k = 0; k < 6; ++k) pre[k] = v[k];
+    }
+    __syncthreads();
+    int lo, hi;
+    own_range(no, blocks, lo, hi);
+    long long c_carry = pre[0], p_carry = pre[1];
+    for (int q0 = lo; q0 < hi; q0 += TILE) {   // every thread each turn (the scans)
+        int q = q0 + t;
+        bool on = q < hi;
+        int v = on ? x.owners[q] : -1, c = 0;
+        long long n0 = 0, cap = 0, cq = 0, pk = 0;
+        if (on) owner_vals(g, x, v, chunk, n0, c, cap, cq, pk);
+        long long c_tot = 0, p_tot = 0;
+        long long cb = c_carry + block_scan(cq, sh.wsum_ll, &c_tot);
+        long long pb = p_carry + block_scan(pk, sh.wsum_ll, &p_tot);
+        if (on) owner_place(g, x, q, v, n0, c, cq, pk, pb, base + cb);
+        c_carry += c_tot;
+        p_carry += p_tot;
+    }
+    if (blockIdx.x == 0 && t == 0) {
+        x.bucket[no] = (int)(pre[4] & 0xffffffffLL);
+        x.own_item[no] = (int)(pre[4] >> 32);
+        sh.pool_used += (unsigned long long)pre[3];
+        sh.garbage += (unsigned long long)pre[5];
+        x.gw[W_ITEMS] = pre[4] >> 32;
+    }
+}
+
 // 5. The build's front (block 0, after its last tile): bucket its new entries (ne) by
 //    owner; list each owner's old version in chunks and give it fresh space (the grid
 //    sorts, counts and builds after this: step 5 above). One pass over the owners: the
@@ -1115,10 +1234,11 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
     const long long per = (long long)SUB * MAX_LONG_ITEMS;
     long long least = ((long long)x.gw[W_MINCHUNK] + SUB - 1) / SUB;
     long long chunk = SUB * max(max(1LL, least), (sh.lensum + per - 1) / per);
+    bool grid = no > OWN_GRID;   // the owners' pass on the grid (owners_sums, owners_place)
     long long c_carry = 0, p_carry = 0;   // space; (first item << 32) | first entry
-    for (int q0 = 0; q0 < no; q0 += 2 * TILE) {
+    for (int q0 = 0; !grid && q0 < no; q0 += 2 * TILE) {
         int v[2], c[2] = {0, 0};
-        long long n0[2] = {0, 0}, off[2] = {0, 0}, cq[2] = {0, 0}, pk[2] = {0, 0};
+        long long n0[2] = {0, 0}, cq[2] = {0, 0}, pk[2] = {0, 0};
         long long gsum = 0;   // the old versions' capacity: garbage (summed by warp first)
 #pragma unroll
         for (int side = 0; side < 2; ++side) {
@@ -1128,31 +1248,18 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
 #pragma unroll
         for (int side = 0; side < 2; ++side) {
             if (v[side] < 0) continue;
-            n0[side] = g.len[v[side]]; c[side] = x.vcnt[v[side]];
-            off[side] = g.off[v[side]]; gsum += g.cap[v[side]];
-        }
-#pragma unroll
-        for (int side = 0; side < 2; ++side) {
-            if (v[side] < 0) continue;
-            long long ub = n0[side] + c[side];
-            long long nq = n0[side] > chunk ? (n0[side] + chunk - 1) / chunk : 1;
-            cq[side] = ub + max(4LL, ub >> 3);
-            pk[side] = (nq << 32) | c[side];
+            long long cap;
+            owner_vals(g, x, v[side], chunk, n0[side], c[side], cap, cq[side], pk[side]);
+            gsum += cap;
         }
         long long c_tot = 0, p_tot = 0;
         long long cbase = c_carry + block_scan(cq[0] + cq[1], sh.wsum_ll, &c_tot);
         long long pbase = p_carry + block_scan(pk[0] + pk[1], sh.wsum_ll, &p_tot);
         for (int side = 0; side < 2; ++side) {
-            int q = q0 + 2 * t + side;
             if (v[side] < 0) continue;
-            long long pb = pbase + (side ? pk[0] : 0);
-            int e0 = (int)(pb & 0xffffffffLL), first = (int)(pb >> 32);
-            x.bucket[q] = e0;
-            x.vcnt[v[side]] = e0 + c[side];
-            x.own_src[q] = off[side]; x.own_n0[q] = (int)n0[side];
-            x.own_dst[q] = (long long)sh.pool_used + cbase + (side ? cq[0] : 0);
-            x.own_cap[q] = (int)cq[side]; x.own_item[q] = first; x.own_done[q] = 0;
-            for (int r = 0; r < (int)(pk[side] >> 32); ++r) x.item_owner[first + r] = q;
+            owner_place(g, x, q0 + 2 * t + side, v[side], n0[side], c[side], cq[side],
+                        pk[side], pbase + (side ? pk[0] : 0),
+                        (long long)sh.pool_used + cbase + (side ? cq[0] : 0));
         }
         for (int d = 16; d > 0; d >>= 1) gsum += __shfl_down_sync(FULL, gsum, d);
         if (lane == 0 && gsum) atomicAdd(&sh.garbage, (unsigned long long)gsum);
@@ -1163,20 +1270,24 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
     probe(x.gw, P_OWNERS);
     // one SM's stores are the bound of a large build's scatter (7 us per 2,048 entries):
     // beyond two turns of the block the grid does it, after the barrier
-    bool here = ne <= 2 * TILE;
+    bool here = !grid && ne <= 2 * TILE;
     if (here) scatter_entries(x, ne, t, TILE, lane);
     if (t == 0) {
-        x.bucket[no] = (int)(p_carry & 0xffffffffLL);
-        x.own_item[no] = (int)(p_carry >> 32);
+        if (!grid) {
+            x.bucket[no] = (int)(p_carry & 0xffffffffLL);
+            x.own_item[no] = (int)(p_carry >> 32);
+            x.gw[W_ITEMS] = p_carry >> 32;
+        }
+        x.gw[W_BASE] = sh.pool_used;   // before the grid's owners (owners_place adds them)
         sh.pool_used += (unsigned long long)c_carry;
         sh.reserved = 0;
         sh.lensum = 0;
         sh.build_due = 0;
         sh.n_owners = 0;
         ++sh.builds;
-        x.gw[W_ITEMS] = p_carry >> 32;
         x.gw[W_CHUNK] = chunk;
         x.gw[W_NE] = here ? 0 : ne;
+        x.gw[W_NO] = grid ? no : 0;
     }
     __syncthreads();
     probe(x.gw, P_BUCKET);
@@ -1220,7 +1331,8 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
               (long long*)p[14], (int*)p[15], (long long*)p[16], (long long*)p[17],
               (long long*)p[18], (int*)p[19], (long long*)p[20], (int*)p[21], (int*)p[22],
               (int*)p[23], (int*)p[24], (int*)p[25], (unsigned long long*)p[26],
-              (long long*)p[27], (long long*)p[28], (unsigned long long*)p[29]};
+              (long long*)p[27], (long long*)p[28], (unsigned long long*)p[29],
+              (long long*)p[30]};
     volatile unsigned long long* vw = x.gw;
     if (lead && t == 0) {
         sh.s = pre != nullptr ? *pre : load_meta(meta);
@@ -1270,6 +1382,20 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                     }   // else: the earlier tiles' bounds held the pool; built, it may fit
                     if (t == 0 && c == NEED_POOL && tiles > 0) sh.build_due = 1;   // then retry
                     continue;   // (the loop's first barrier orders it before its read)
+                }
+                if (tiles > 0 && sh.n_owners == 0) {   // no new entries (deletions end
+                    // theirs in place, ignored insertions add none): nothing to build, so
+                    // no grid round; the next tiles start a build of their own
+                    __syncthreads();   // every thread has read build_due above
+                    if (t == 0) {
+                        sh.reserved = 0;
+                        sh.lensum = 0;
+                        sh.build_due = 0;
+                        ++sh.builds;
+                    }
+                    bs = i;
+                    tiles = 0;
+                    continue;   // (the loop's first barrier orders it before its reads)
                 }
                 if (tiles > 0) {   // the grid builds the gathered tiles' versions
                     build_front(g, x, sh, 2 * (i - bs));
@@ -1323,6 +1449,21 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         }
         probe(x.gw, P_SYNC1);
         if (state == T_NEXT) continue;
+        long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
+        int no = (int)vw[W_NO];
+        if (no > 0) {   // the build's owners' space and items (build_front)
+            owners_sums(g, x, sh, no, blocks, chunk);
+            if (!grid_sync(x.gw, blocks)) {
+                code = FAULT;
+                break;
+            }
+            owners_place(g, x, sh, no, blocks, chunk, (long long)vw[W_BASE]);
+            if (!grid_sync(x.gw, blocks)) {
+                code = FAULT;
+                break;
+            }
+            probe(x.gw, P_GRIDOWN);
+        }
         long long ne = (long long)vw[W_NE];
         if (ne > 0) {   // the build's new entries into their owners' buckets (build_front)
             scatter_entries(x, ne, (long long)gwarp * 32 + lane, (long long)nwarps * 32, lane);
@@ -1333,7 +1474,6 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
             probe(x.gw, P_SCATTER);
         }
         int items = (int)vw[W_ITEMS];
-        long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
         for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
         if (!grid_sync(x.gw, blocks)) {
             code = FAULT;
