@@ -5,11 +5,12 @@ includes its callees'), then batches are submitted and read one at a time (b = 1
 triangles; b = 8, every query); then the response-time replay of gpu_bench.py runs at a
 few rates with counters of host-path recoveries, compactions and graph captures.
 
-    python bench/profile_pipeline.py [--enron DIR]
+    python bench/profile_pipeline.py [--enron DIR [QUERIES [B]]]
 
 With ``--enron`` it profiles the Enron reference runs instead (issue 16's per-query
-table): queries 0, 1 and 5, insertions, the whole stream as one batch and b=64, the
-wrapped calls of the second fresh engine and the device seconds of each launch step.
+table): QUERIES (default 0,1,5), insertions, the whole stream as one batch and b=B
+(default 64; 0: one batch only), the wrapped calls of the second fresh engine and the
+device seconds of each launch step.
 """
 
 from __future__ import annotations
@@ -72,12 +73,12 @@ def _report(title: str, batches: int) -> None:
     TIMES.clear()
 
 
-def enron(d: Path) -> None:
+def enron(d: Path, queries: list[int], small: int) -> None:
     """Where an Enron run's time goes: wall seconds, wrapped host calls, device steps."""
     graph, stream = read_graph(d / "initial_graph.graph"), read_stream(d / "insertion_graph.graph")
-    for i in (0, 1, 5):
+    for i in queries:
         q = read_query(d / f"query_graph-{i}.graph")
-        for b in (len(stream), 64):
+        for b in (len(stream), small)[:1 + (small > 0)]:
             time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)   # warm
             TIMES.clear()
             t, pos, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)
@@ -101,8 +102,9 @@ def enron(d: Path) -> None:
 def main() -> None:
     for owner, name in WRAPPED:
         _wrap(owner, name)
-    if len(sys.argv) == 3 and sys.argv[1] == "--enron":
-        enron(Path(sys.argv[2]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--enron":
+        queries = [int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "0,1,5").split(",")]
+        enron(Path(sys.argv[2]), queries, int(sys.argv[4]) if len(sys.argv) > 4 else 64)
         return
     ds, qs, stream = _window(1_200_000, 60_000)
     tri = [q for q in qs if q.n == 3]
