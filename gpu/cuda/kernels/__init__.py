@@ -61,8 +61,11 @@ def _module(name: str) -> Any:
 
 def _defines() -> tuple[str, ...]:
     """Diagnostic builds: CSM_CUDA_PROBES=1 compiles update.cu's timing probes in
-    (bench/probe_resolver.py); off, they compile to nothing."""
-    return ("-DCSM_PROBES",) if os.environ.get("CSM_CUDA_PROBES") == "1" else ()
+    (bench/probe_resolver.py; off, they compile to nothing); CSM_CUDA_LINEINFO=1 keeps
+    source lines for a profiler's per-line counters (ncu's source view)."""
+    on = {k: os.environ.get(k) == "1" for k in ("CSM_CUDA_PROBES", "CSM_CUDA_LINEINFO")}
+    return (("-DCSM_PROBES",) * on["CSM_CUDA_PROBES"]
+            + ("-lineinfo",) * on["CSM_CUDA_LINEINFO"])
 
 
 def kernel(module: str, name: str) -> Any:
