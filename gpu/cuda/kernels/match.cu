@@ -32,6 +32,10 @@
 #define WARPS_PER_BLOCK 4
 #define SEG_BITS 24
 #define SEG_MASK ((1LL << SEG_BITS) - 1)
+// resident blocks per SM the register budget is cut for (-D overrides it for A/B builds)
+#ifndef MATCH_MIN_BLOCKS
+#define MATCH_MIN_BLOCKS 5
+#endif
 
 enum { F_VERTEX = 0, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP,
        F_NLFOFF, F_NLFCNT, F_MISC };
@@ -146,8 +150,12 @@ __device__ __forceinline__ long long warp_sum(long long v) {
     return __shfl_sync(FULL, v, 0);
 }
 
-// First index in [lo, hi) of key >= x, the whole warp searching one host array: 32 probes
-// per round trip instead of one, so a 1000-entry list takes two PCIe latencies, not ten.
+// First index in [lo, hi) of key >= x, the whole warp searching one sorted array (the
+// same answer in every lane; the warp converged): 32 probes per round instead of one, so a
+// hub's 1,383 entries take three dependent loads, not eleven (a lane's binary search is
+// a chain of dependent loads, and the match kernel is latency bound), and a 1,000-entry
+// host array two PCIe latencies, not ten. HOST: count the bytes read (zero-copy arrays).
+template <bool HOST>
 __device__ long long warp_lower_bound(const long long* key, long long lo, long long hi,
                                       long long x, int lane, Io& io) {
     while (hi - lo > 32) {
@@ -155,7 +163,7 @@ __device__ long long warp_lower_bound(const long long* key, long long lo, long l
         long long i = lo + lane * step;
         bool below = i < hi && key[i] < x;
         int c = __popc(__ballot_sync(FULL, below));
-        if (lane == 0) io.bytes += 32 * 32;
+        if (HOST && lane == 0) io.bytes += 32 * 32;
         if (c == 0) return lo;
         long long nlo = lo + (long long)(c - 1) * step + 1;
         hi = min(hi, lo + (long long)c * step);
@@ -163,7 +171,7 @@ __device__ long long warp_lower_bound(const long long* key, long long lo, long l
     }
     long long i = lo + lane;
     bool below = i < hi && key[i] < x;
-    if (lane == 0) io.bytes += sectors((hi - lo) * 8);
+    if (HOST && lane == 0) io.bytes += sectors((hi - lo) * 8);
     return lo + __popc(__ballot_sync(FULL, below));
 }
 
@@ -172,12 +180,12 @@ __device__ __forceinline__ void label_range(Adj& d, int lab, int lane, Io& io) {
     if (lab == WILD) return;
     long long base = ((long long)lab) << 32;
     if (d.host) {
-        long long lo = warp_lower_bound(d.key, d.lo, d.hi, base, lane, io);
-        d.hi = warp_lower_bound(d.key, lo, d.hi, base + (1LL << 32), lane, io);
+        long long lo = warp_lower_bound<true>(d.key, d.lo, d.hi, base, lane, io);
+        d.hi = warp_lower_bound<true>(d.key, lo, d.hi, base + (1LL << 32), lane, io);
         d.lo = lo;
     } else {
-        long long lo = lower_bound(d.key, d.lo, d.hi, base);
-        d.hi = lower_bound(d.key, lo, d.hi, base + (1LL << 32));
+        long long lo = warp_lower_bound<false>(d.key, d.lo, d.hi, base, lane, io);
+        d.hi = warp_lower_bound<false>(d.key, lo, d.hi, base + (1LL << 32), lane, io);
         d.lo = lo;
     }
 }
@@ -222,10 +230,10 @@ __device__ int warp_intersect(const long long* src, int slo, int shi, const Adj&
     for (int base = slo; base < shi; base += 32) {
         int i = base + lane;
         bool found = false;
-        long long x = 0;
+        long long x = 0, q0 = lo;
         if (i < shi) {
             x = src[i];
-            long long q = lower_bound(key, lo, hi, x);
+            long long q = q0 = lower_bound(key, lo, hi, x);
             if (staged) {
                 found = q < hi && key[q] == x;
             } else {
@@ -240,6 +248,10 @@ __device__ int warp_intersect(const long long* src, int slo, int shi, const Adj&
         unsigned m = __ballot_sync(FULL, found);   // also orders reads before writes
         if (found) out[w + __popc(m & lanes_below(lane))] = x;
         w += __popc(m);
+        // src is sorted: the next round's keys sit at or after this round's last
+        // position (the last lane's search before its duplicates; a lane past shi
+        // ends the loop anyway)
+        lo = __shfl_sync(FULL, q0, 31);
         __syncwarp();
     }
     return w;
@@ -266,8 +278,8 @@ __device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
         int lo = s.rlo[src], hi = s.rhi[src];
         if (lab != WILD && P.at(p, F_LABEL, src) == WILD) {
             long long base = ((long long)lab) << 32;
-            int lo2 = (int)lower_bound(sbuf, lo, hi, base);
-            hi = (int)lower_bound(sbuf, lo2, hi, base + (1LL << 32));
+            int lo2 = (int)warp_lower_bound<false>(sbuf, lo, hi, base, lane, io);
+            hi = (int)warp_lower_bound<false>(sbuf, lo2, hi, base + (1LL << 32), lane, io);
             lo = lo2;
         }
         if (cnt == 0) {
@@ -308,8 +320,10 @@ __device__ void prepare(int L, int p, long long k, WarpState& s, const Plans& P,
         int gm = P.at(p, F_GT, L), lm = P.at(p, F_LT, L);
         long long lb = ((long long)lab) << 32;
         for (int j = 0; j < L; ++j) {
-            if ((gm >> j) & 1) lo = max(lo, (int)lower_bound(buf, lo, hi, (lb | s.f[j]) + 1));
-            if ((lm >> j) & 1) hi = min(hi, (int)lower_bound(buf, lo, hi, lb | s.f[j]));
+            if ((gm >> j) & 1)
+                lo = max(lo, (int)warp_lower_bound<false>(buf, lo, hi, (lb | s.f[j]) + 1, lane, io));
+            if ((lm >> j) & 1)
+                hi = min(hi, (int)warp_lower_bound<false>(buf, lo, hi, lb | s.f[j], lane, io));
         }
         if (hi < lo) hi = lo;
     }
@@ -767,14 +781,14 @@ __device__ __forceinline__ void match_body(MATCH_ARGS) {
 
 // 5 blocks of 4 warps per SM: 96 registers, no spills (unbounded, ptxas takes 109 and only
 // 4 blocks fit, which cost the Yeast batch about a fifth of its speed)
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_units(MATCH_ARGS) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_MIN_BLOCKS) match_units(MATCH_ARGS) {
     match_body(MATCH_PASS(n_pairs, n_units, q_epoch));
 }
 
 // The pipeline's launch (gpu/cuda/_pipeline.py): the unit counts and the queue epoch come from
 // the device (kernels/update.cu::build_units wrote them), so one captured graph serves
 // every batch; n_pairs, n_units and q_epoch are ignored.
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_step(
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_MIN_BLOCKS) match_step(
     const int* dims, MATCH_ARGS) {
     int nu = dims[1];
     if (nu == 0) return;   // no unit: nothing would end the wait for sub-tasks
