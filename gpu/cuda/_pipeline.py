@@ -470,7 +470,8 @@ class DevicePipeline:
         """Enqueue ``batch`` (edge updates only); returns at once. While ``busy_launches``
         launches are still running on the device, batches gather into the next launch
         (group commit): the updater's stream and the host pay per launch, not per batch.
-        A batch larger than a launch goes in consecutive launches (:class:`SplitTicket`).
+        A batch larger than a launch goes in consecutive launches (:class:`SplitTicket`),
+        the last of which starts at once.
         ``scale``: each query's num and den (two contiguous int64 rows)."""
         with self._lock:
             self._check()
@@ -522,7 +523,8 @@ class DevicePipeline:
 
     def _busy(self) -> bool:
         """``busy_launches`` launches, the newest, are still running on the device (0:
-        always, so batches gather until one of them is read or the launch is full)."""
+        always, so batches gather until one of them is read or the launch is full; a
+        split batch's last part starts at once all the same)."""
         if self.busy_launches == 0:
             return True
         k = 0
@@ -569,9 +571,24 @@ class DevicePipeline:
                                "not yet read have no results") from self._broken
 
     def _start(self, g: _Launch) -> None:
-        """Launch the gathered batches (the open launch)."""
+        """Launch the gathered batches (the open launch). A failure on the way leaves the
+        pipeline broken: its batches (and maybe the device) are in doubt, and every later
+        call says so instead of waiting (or finding a launch neither gathering nor in
+        flight)."""
         assert g is self._open
         self._open = None
+        try:
+            self._stamp(g)
+            self._collect_garbage(g)
+            self._launch(g)
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        self._flight.append(g)
+
+    def _stamp(self, g: _Launch) -> None:
+        """Launch ``g``'s growth bound, the row stride that covers it, its sequence number
+        and its control words."""
         # rows of match_step hold what a version it may meet shows at its ticks: at most
         # the longest version now, plus what the launches in flight and this one add to
         # one vertex (its edge insertions naming that vertex; a launch's size before,
@@ -596,13 +613,6 @@ class DevicePipeline:
         g.seq = self._seq
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = g.n, _NO_HOLD, self._seq, 0
-        try:
-            self._collect_garbage(g)
-            self._launch(g)
-        except BaseException as exc:   # its batches (and maybe the device) are in doubt:
-            self._broken = exc         # every later call says so instead of waiting
-            raise
-        self._flight.append(g)
 
     def _need(self, n: int) -> int:
         """Pool room a launch of ``n`` updates needs so that its resolver never stops on a
@@ -746,9 +756,15 @@ class DevicePipeline:
             # 100 in 2 s at 10,000 updates/s; with the collector off p99 was 0.65 -> 0.44 ms)
             head.tickets = []
             # batches gathered while the device was busy start once it is not, also while
-            # the host waits here rather than submitting or polling
+            # the host waits here rather than submitting or polling. If that start fails,
+            # the pipeline is broken and every later call says so; a read that already has
+            # its results keeps them (the failure belongs to later batches)
             if self._open is not None and not self._busy():
-                self._start(self._open)
+                try:
+                    self._start(self._open)
+                except Exception:
+                    if not g.done:
+                        raise
 
     def _read(self, g: _Launch) -> None:
         """Each batch's result columns (its rows, and its counts: one per applied edge

@@ -221,7 +221,8 @@ def test_a_batch_larger_than_a_launch_goes_in_parts_read_as_one(busy: int) -> No
     """Batches of up to three launches' capacity on a hub stream: each is cut into
     consecutive launches and read back (out of order) as one batch whose columns, counts
     and stats equal the CPU engine's; the pool grows ahead of the parts, so none takes
-    the host path, also where every part gathers until the next one starts it (busy 0)."""
+    the host path, also where each part but the last gathers until the next one starts it
+    (busy 0; the last starts at once)."""
     from gpu.cuda._pipeline import LAUNCH_CAP, SplitTicket
 
     stream = raw_stream(5, 4 * LAUNCH_CAP, 400, hub_every=3, vertex_ops=0.0)
