@@ -78,7 +78,7 @@ def enron(d: Path, queries: list[int], small: int) -> None:
     graph, stream = read_graph(d / "initial_graph.graph"), read_stream(d / "insertion_graph.graph")
     for i in queries:
         q = read_query(d / f"query_graph-{i}.graph")
-        for b in (len(stream), small)[:1 + (small > 0)]:
+        for b in [len(stream)] + ([small] if small else []):
             time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)   # warm
             TIMES.clear()
             t, pos, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 1, b)
@@ -103,8 +103,9 @@ def main() -> None:
     for owner, name in WRAPPED:
         _wrap(owner, name)
     if len(sys.argv) >= 3 and sys.argv[1] == "--enron":
-        queries = [int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "0,1,5").split(",")]
-        enron(Path(sys.argv[2]), queries, int(sys.argv[4]) if len(sys.argv) > 4 else 64)
+        rest = sys.argv[3:]
+        queries = [int(x) for x in (rest[0] if rest else "0,1,5").split(",")]
+        enron(Path(sys.argv[2]), queries, int(rest[1]) if len(rest) > 1 else 64)
         return
     ds, qs, stream = _window(1_200_000, 60_000)
     tri = [q for q in qs if q.n == 3]

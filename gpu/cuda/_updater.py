@@ -187,6 +187,19 @@ class DeviceUpdater:
             self._grow_out(1024)
 
     # -- storage --------------------------------------------------------------------
+    @property
+    def pool(self) -> tuple[Any, ...]:
+        """The current pool's columns (key, elab, ct, dt: ``_POOL``'s order)."""
+        return (self.key, self.elab, self.ct, self.dt)
+
+    @pool.setter
+    def pool(self, cols: tuple[Any, ...]) -> None:
+        self.key, self.elab, self.ct, self.dt = cols
+
+    def _new_pool(self, cap: int) -> tuple[Any, ...]:
+        """Uninitialised columns of a pool of ``cap`` entries (a compaction's target)."""
+        return tuple(self.cp.empty(cap, dt) for _, dt in self._POOL)
+
     def _alloc_pool(self, cap: int) -> None:
         """A fresh pool of ``cap`` entries; the spare goes first (so the old pool, which a
         compaction still reads, and the new one are the most alive at once), and all
@@ -225,15 +238,13 @@ class DeviceUpdater:
         if self._spare is None:
             yield
             return
-        cur = (self.key, self.elab, self.ct, self.dt)
-        self.key, self.elab, self.ct, self.dt = self._spare
-        self._spare = cur
+        cur = self.pool
+        self.pool, self._spare = self._spare, cur
         self.pool_flip ^= 1
         try:
             yield
         finally:
-            self._spare = (self.key, self.elab, self.ct, self.dt)
-            self.key, self.elab, self.ct, self.dt = cur
+            self._spare, self.pool = self.pool, cur
             self.pool_flip ^= 1
 
     @property
@@ -305,7 +316,7 @@ class DeviceUpdater:
 
     def arrays(self) -> tuple[Any, ...]:
         """What the matching kernel reads: pool columns, version words, labels."""
-        return (self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel)
+        return (*self.pool, self.seg, self.vlabel)
 
     @property
     def stats(self) -> UpdaterStats:
@@ -356,7 +367,7 @@ class DeviceUpdater:
                 self._alloc_pool(room)
             if self._spare is None:   # the second pool now, not in a run's first compaction
                 try:   # (short of memory: later, or never, as before pools came at load)
-                    self._spare = tuple(self.cp.empty(self._pcap, dt) for _, dt in self._POOL)
+                    self._spare = self._new_pool(self._pcap)
                     self._pools = 2
                 except self.cp.cuda.memory.OutOfMemoryError:
                     self._spare = None
@@ -488,10 +499,9 @@ class DeviceUpdater:
         """The resolver kernels' arguments after the batch's own (kernels/update.cu
         APPLY_ARGS): graph, updater state, output columns, meta, scratch. Valid until
         :attr:`generation` or :attr:`pool_flip` changes."""
-        return (self.key, self.elab, self.ct, self.dt, self.seg, self.vlabel,
-                self.off, self.len, self.cap, self.vbatch, self.vdeg, self.valive,
-                self.vslot, self.vext, self.vpub, self.slot_vid, self.slot_ext,
-                np.int64(self._pcap), np.int64(self._vcap),
+        return (*self.pool, self.seg, self.vlabel, self.off, self.len, self.cap, self.vbatch,
+                self.vdeg, self.valive, self.vslot, self.vext, self.vpub, self.slot_vid,
+                self.slot_ext, np.int64(self._pcap), np.int64(self._vcap),
                 *(getattr(self, "o_" + name) for name, _ in self._OUT), np.int64(self._ocap),
                 self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr,
                 self._scratch())
@@ -516,7 +526,7 @@ class DeviceUpdater:
             if grow and 2 * total > cap:
                 cap = 3 * total
             cap = max(cap, at_least)
-            old = (self.key, self.elab, self.ct, self.dt)
+            old = self.pool
             self._alloc_pool(max(cap, 16))
             live = cp.zeros(1, cp.uint64)
             if nv:
@@ -537,12 +547,12 @@ class DeviceUpdater:
         after it."""
         cp = self.cp
         cap = max(self._pcap, capacity)
-        old = (self.key, self.elab, self.ct, self.dt)
+        old = self.pool
         fresh = self._spare is None or len(self._spare[0]) != cap
         with self.stream:
             if fresh:   # a smaller spare's last reader ran on this stream: freed first
                 self._spare = None
-                new = tuple(cp.empty(cap, dt) for _, dt in self._POOL)
+                new = self._new_pool(cap)
             else:
                 new = self._spare
             n = self._vcap   # vertices past meta's count have no entries
@@ -556,7 +566,7 @@ class DeviceUpdater:
             self._pack(n, ends - ln, old, np.int64(0), self._tiles["gw"][_W_WM:], live, new)
             self._compacted((1,), (1,), (self._meta_ptr, ends[n - 1:], live))
             done = self.stream.record()
-        self.key, self.elab, self.ct, self.dt = new
+        self.pool = new
         self._spare = old if len(old[0]) == cap else None
         self._pcap = cap
         self.pool_flip ^= 1
@@ -567,7 +577,7 @@ class DeviceUpdater:
               wm_word: Any, live: Any, new: tuple[Any, ...] | None = None) -> None:
         """compact_pool: vertices 0..nv-1 from ``old`` into ``new`` (default: the current
         pool) at ``new_off``; the watermark is ``wm_word``'s (a device word) if given."""
-        new = new or (self.key, self.elab, self.ct, self.dt)
+        new = new or self.pool
         blocks = min(4096, (nv * 32 + 255) // 256)
         self._compact((blocks,), (256,), (
             np.int64(nv), new_off, *old, *new, self.off, self.len, self.cap, self.seg,

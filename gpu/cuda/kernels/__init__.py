@@ -63,9 +63,8 @@ def _defines() -> tuple[str, ...]:
     """Diagnostic builds: CSM_CUDA_PROBES=1 compiles update.cu's timing probes in
     (bench/probe_resolver.py; off, they compile to nothing); CSM_CUDA_LINEINFO=1 keeps
     source lines for a profiler's per-line counters (ncu's source view)."""
-    on = {k: os.environ.get(k) == "1" for k in ("CSM_CUDA_PROBES", "CSM_CUDA_LINEINFO")}
-    return (("-DCSM_PROBES",) * on["CSM_CUDA_PROBES"]
-            + ("-lineinfo",) * on["CSM_CUDA_LINEINFO"])
+    flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo"}
+    return tuple(flag for var, flag in flags.items() if os.environ.get(var) == "1")
 
 
 def kernel(module: str, name: str) -> Any:

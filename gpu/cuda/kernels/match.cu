@@ -32,10 +32,6 @@
 #define WARPS_PER_BLOCK 4
 #define SEG_BITS 24
 #define SEG_MASK ((1LL << SEG_BITS) - 1)
-// resident blocks per SM the register budget is cut for (-D overrides it for A/B builds)
-#ifndef MATCH_MIN_BLOCKS
-#define MATCH_MIN_BLOCKS 5
-#endif
 
 enum { F_VERTEX = 0, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP,
        F_NLFOFF, F_NLFCNT, F_MISC };
@@ -781,14 +777,14 @@ __device__ __forceinline__ void match_body(MATCH_ARGS) {
 
 // 5 blocks of 4 warps per SM: 96 registers, no spills (unbounded, ptxas takes 109 and only
 // 4 blocks fit, which cost the Yeast batch about a fifth of its speed)
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_MIN_BLOCKS) match_units(MATCH_ARGS) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_units(MATCH_ARGS) {
     match_body(MATCH_PASS(n_pairs, n_units, q_epoch));
 }
 
 // The pipeline's launch (gpu/cuda/_pipeline.py): the unit counts and the queue epoch come from
 // the device (kernels/update.cu::build_units wrote them), so one captured graph serves
 // every batch; n_pairs, n_units and q_epoch are ignored.
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_MIN_BLOCKS) match_step(
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_step(
     const int* dims, MATCH_ARGS) {
     int nu = dims[1];
     if (nu == 0) return;   // no unit: nothing would end the wait for sub-tasks
