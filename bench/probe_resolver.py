@@ -40,7 +40,8 @@ PHASES = ("entry 3: the stall flag, the barrier", "raw updates from the control 
           "tail: publish, store_meta", "entry 1: mapped words arrived",
           "entry 2: lane ticks (device)", "front 5a: owners' space and items",
           "front 5c: entries into buckets (grid) + barrier",
-          "front 5d: owners' space and items (grid) + two barriers")
+          "front 5d: owners' space and items (grid) + two barriers",
+          "launch front: a range on the grid (two marks: front 1 + barrier, the rest)")
 
 
 def _reset(upd: object) -> None:

@@ -29,7 +29,7 @@ from ..graph._host import HostGraph, LoadStats, OpTable, ranges, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
 from ._host_columns import note_ext, stage_rows
-from .kernels import BUILD_TILES, TILE, cupy_or_raise, kernel, sm_count
+from .kernels import BUILD_TILES, LF_GMAX, TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 
@@ -45,8 +45,9 @@ POOL_SHARE = 0.25
 LOAD_ROOM = 16
 _W_WM, _W_MINCHUNK, _W_FAULT, _W_TIMEOUT = 5, 8, 9, 10   # kernels/update.cu W_*
 W_PROBE, P_MAX = 16, 24   # kernels/update.cu
-#: the grid's words with the diagnostic probes' (sums, counts, the last mark, a sink)
-_GW_WORDS = W_PROBE + 2 * P_MAX + 2
+#: the grid's words with the diagnostic probes' (sums, counts, the last mark, a sink),
+#: then the launch front's (kernels/update.cu W_LF, L_WORDS)
+_GW_WORDS = W_PROBE + 2 * P_MAX + 2 + 16
 
 
 def fault_error(blocks: int, timeout_s: float) -> BackendError:
@@ -98,7 +99,11 @@ class DeviceUpdater:
         ("pt_key", np.uint64, 4 * BUILD_TILES), ("pt_stamp", np.int64, 4 * BUILD_TILES),
         ("pt_val", np.int64, 4 * BUILD_TILES),
         ("gw", np.uint64, 0),   # the grid's words (kernels/update.cu W_*)
-        ("blk", np.int64, 3))   # three sums a resolver block (up to 1,024 blocks)
+        ("blk", np.int64, 3),   # three sums a resolver block (up to 1,024 blocks)
+        # the launch front's pair table, groups, and each update's status, label, link
+        ("lf_key", np.uint64, 4 * BUILD_TILES), ("lf_cnt", np.int32, 4 * BUILD_TILES),
+        ("lf_list", np.int32, 4 * BUILD_TILES * LF_GMAX), ("lf_st", np.int32, BUILD_TILES),
+        ("lf_el", np.int32, BUILD_TILES), ("lf_link", np.int32, BUILD_TILES))
     _OUT = (("raw", np.int32), ("op", np.int8), ("a", np.int32), ("b", np.int32),
             ("src", np.int64), ("dst", np.int64), ("label", np.int32), ("tick", np.int64),
             ("status", np.int8), ("reason", np.int8))
@@ -125,6 +130,7 @@ class DeviceUpdater:
     slot_vid: Any
     slot_ext: Any
     slot_first: Any
+    slot_tally: Any
     vtile: Any
     vcnt: Any
     touched: Any
@@ -288,6 +294,7 @@ class DeviceUpdater:
         self.slot_vid = self._regrow(cp, getattr(self, "slot_vid", None), cap, cp.int32, -1)
         self.slot_ext = self._regrow(cp, getattr(self, "slot_ext", None), cap, cp.int64)
         self.slot_first = cp.full(cap, 0x7FFFFFFF, cp.int32)   # empty between tiles
+        self.slot_tally = cp.zeros(cap, cp.int32)   # zero between launch fronts
         self._scap = cap
         self._scratch_ptrs = None
 
@@ -301,7 +308,7 @@ class DeviceUpdater:
         """The parallel resolver's scratch pointers, in kernels/update.cu's Scratch order."""
         if self._scratch_ptrs is None:
             arrs = [self.slot_first, self.vtile, self.vcnt,
-                    *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH)]
+                    *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH), self.slot_tally]
             with self.stream:   # ordered before the resolver launches that read it
                 self._scratch_ptrs = self.cp.asarray(np.array([a.data.ptr for a in arrs],
                                                               np.int64))

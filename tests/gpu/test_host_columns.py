@@ -193,13 +193,19 @@ def test_the_pipelines_constants_equal_the_kernels() -> None:
     from pathlib import Path
 
     from gpu.cuda import _pipeline as p
-    from gpu.cuda.kernels import BUILD_TILES, TILE, UPDATES_PER_BLOCK
+    from gpu.cuda._updater import _GW_WORDS, P_MAX, W_PROBE
+    from gpu.cuda.kernels import BUILD_TILES, LF_GMAX, TILE, UPDATES_PER_BLOCK
 
     src = (Path(p.__file__).parent / "kernels" / "update.cu").read_text()
     defines = dict(re.findall(r"#define (\w+) (\d+)\b", src))
     assert int(defines["UPDATES_PER_BLOCK"]) == UPDATES_PER_BLOCK
     assert int(defines["TILE"]) == TILE
     assert int(defines["BUILD_TILES"]) == BUILD_TILES
+    assert int(defines["LF_GMAX"]) == LF_GMAX
+    assert int(defines["W_PROBE"]) == W_PROBE and int(defines["P_MAX"]) == P_MAX
+    lf_words = re.search(r"enum \{ (L_I0 = 0,[^}]*)\}", src)
+    assert lf_words is not None
+    assert int(defines["W_LF"]) + len(lf_words.group(1).split(",")) - 1 <= _GW_WORDS
     words = re.search(r"enum \{ (C_N = 0,[^}]*)\}", src)
     assert words is not None
     names = [w.split("=")[0].strip() for w in words.group(1).split(",") if w.strip()]

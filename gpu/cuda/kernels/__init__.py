@@ -14,8 +14,8 @@ from typing import Any
 
 from ...exceptions import BackendError
 
-__all__ = ["BUILD_TILES", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOCK", "WARPS_PER_BLOCK",
-           "cupy_or_raise", "kernel", "sm_count"]
+__all__ = ["BUILD_TILES", "LF_GMAX", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOCK",
+           "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
 
 _DIR = Path(__file__).parent
 
@@ -24,6 +24,8 @@ _DIR = Path(__file__).parent
 TILE = 1024
 #: update.cu BUILD_TILES: edge-only tiles whose touched vertices get one new version together
 BUILD_TILES = 4
+#: update.cu LF_GMAX: updates of one pair the launch front replays (more: the tiles do)
+LF_GMAX = 32
 #: update.cu UPDATES_PER_BLOCK: a resolve of n updates takes one block per this many
 UPDATES_PER_BLOCK = 8
 #: match.cu WARPS_PER_BLOCK

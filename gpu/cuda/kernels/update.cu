@@ -511,6 +511,12 @@ struct Scratch {   // device memory the host allocates with the graph
     unsigned long long* pt_key; long long* pt_stamp; long long* pt_val;
     unsigned long long* gw;      // the grid's words (W_*)
     long long* blk;      // 3 a block: its owners' space, packed items and entries, capacity
+    // the launch front (launch_front): a table of the range's unordered slot pairs (0:
+    // empty), each pair's members so far and their updates (LF_GMAX a pair), and each
+    // update's status, label and link (an insertion's deletion, a deletion's insertion)
+    unsigned long long* lf_key; int* lf_cnt; int* lf_list; int* lf_st; int* lf_el;
+    int* lf_link;
+    int* slot_tally;     // per slot: the range's insertions naming it (back to 0 after)
 };
 // items per build at most: the chunk grows with the build's version lengths to keep it
 #define ITEMS ((64 + 2 * BUILD_TILES) * TILE)
@@ -524,15 +530,23 @@ struct Scratch {   // device memory the host allocates with the graph
 // whose space and items the grid sets (0: block 0 did), and the pool's fill before them
 enum { W_STATE = 0, W_STATE_ODD, W_ITEMS, W_CHUNK, W_MAXLEN, W_WM, W_ARRIVED, W_GEN,
        W_MINCHUNK, W_FAULT, W_TIMEOUT, W_NE, W_NO, W_BASE, W_SIZE };
+// the launch front's words, after the probes': what block 0 hands the grid (the range,
+// the build's stamp, the state before it) and the grid's sums
+#define W_LF 66
+enum { L_I0 = 0, L_N, L_STAMP, L_NV, L_TICK, L_NOUT, L_POOL, L_S, L_NINS, L_FLAG, L_NOWN,
+       L_DEDGES, L_WORDS };
+// pairs named by more updates of a range than this leave it to the tiles
+#define LF_GMAX 32
 // Diagnostic probes (compiled in with CSM_CUDA_PROBES=1, gpu/cuda/kernels/__init__.py):
 // thread 0 of block 0 adds the nanoseconds since its previous mark to word W_PROBE + k and
 // counts the mark at W_PROBE + P_MAX + k (bench/probe_resolver.py reads them). Off, a mark
 // compiles to nothing.
 #define W_PROBE 16
 #define P_MAX 24
+static_assert(W_LF == W_PROBE + 2 * P_MAX + 2, "the launch front's words follow the probes'");
 enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
        P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES, P_OWNERS,
-       P_SCATTER, P_GRIDOWN };
+       P_SCATTER, P_GRIDOWN, P_LAUNCH };
 #ifdef CSM_PROBES
 __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -556,7 +570,7 @@ __device__ __forceinline__ void probe_after(unsigned long long* gw, int k, long 
 __device__ __forceinline__ void probe(unsigned long long*, int, bool = false) {}
 __device__ __forceinline__ void probe_after(unsigned long long*, int, long long) {}
 #endif
-enum { T_BUILD = 0, T_NEXT, T_STOP };
+enum { T_BUILD = 0, T_NEXT, T_STOP, T_LAUNCH };
 
 struct Shared {
     unsigned long long skey[TILE];
@@ -575,7 +589,7 @@ struct Shared {
     unsigned long long pool_used, garbage;
     long long lensum, maxlen;
     long long reserved;   // pool the build's tiles may take once built (their bounds)
-    int n_owners, code, vertex_ops;
+    int n_owners, code, vertex_ops, range_ops;
     int build_due;   // build before the next tile: a vertex has more than BUILD_KCAP new
                      // entries, or a tile fell short of pool only by the reservations
     int builds;    // builds so far in this launch (their stamps)
@@ -1293,6 +1307,231 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
     probe(x.gw, P_BUCKET);
 }
 
+// The launch front (stage 2b): an edge-only range of more than one tile resolved by the
+// whole grid at once, one thread an update, instead of tile after tile on block 0 (each
+// tile's steps are latency chains or one SM's memory pipe while the grid waits). The result
+// is what the tiles of one build would have left: the same statuses, ticks, new vertices
+// (in the order of their first valid insertion), in-place ends, new entries, owners and
+// output rows, then the grid builds as after tiles. Each unordered slot pair is one group
+// (a hash table over the range), replayed in arrival order by one of its members from the
+// pair's current version; ticks and new vertices' ids are scans over the range, the blocks
+// in order. Nothing of the graph is written before every block knows the range fits (the
+// tiles' bounds: output, vertices, pool; no pair in more than LF_GMAX updates, no vertex
+// named by more than BUILD_KCAP insertions); otherwise the scratch is put back and the
+// tiles resolve the range. Four barriers. Returns DONE, NEED_POOL (not taken) or FAULT;
+// block 0 then takes the totals into its state.
+__device__ long long lf_blocks_before(const Scratch& x, int k, int blocks_before) {
+    long long s = 0;
+    for (int j = 0; j < blocks_before; ++j) s += x.blk[3 * j + k];
+    return s;
+}
+
+__device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared& sh,
+                            const int* ops, const int* sx, const int* sy, const int* lab,
+                            int blocks) {
+    volatile unsigned long long* vw = x.gw;
+    volatile unsigned long long* lw = x.gw + W_LF;   // words other blocks add to
+    int t = threadIdx.x, lane = t & 31;
+    long long i0 = (long long)vw[W_LF + L_I0], N = (long long)vw[W_LF + L_N];
+    long long stamp = (long long)vw[W_LF + L_STAMP];
+    int nblk = (int)((N + TILE - 1) / TILE);
+    bool work = (int)blockIdx.x < nblk;   // the block holds updates (uniform in a block)
+    long long u = (long long)blockIdx.x * TILE + t;
+    bool mine = work && u < N;
+    long long i = i0 + u;
+    int op = mine ? ops[i] : -1, xs = mine ? sx[i] : 0, ys = mine ? sy[i] : 0;
+    int lb = mine ? lab[i] : 0;
+    bool loop = mine && xs == ys;
+    bool wild = mine && op == OP_INS_E && lb == WILD;
+    bool cand = mine && !loop && !wild;
+    bool ins = cand && op == OP_INS_E;
+    int a0 = mine ? g.slot_vid[xs] : -1, b0 = mine && !loop ? g.slot_vid[ys] : -1;
+    int h = -1, pos = 0;
+    // 1. new vertices' first insertions, the versions' lengths (the pool bound), crowding,
+    //    and each pair's group
+    if (work) {
+        if (ins && a0 < 0) atomicMin(x.slot_first + xs, 2 * (int)u);
+        if (ins && b0 < 0) atomicMin(x.slot_first + ys, 2 * (int)u + 1);
+        long long la = ins && a0 >= 0 ? g.len[a0] : 0, lb0 = ins && b0 >= 0 ? g.len[b0] : 0;
+        long long lsum = 0;
+        if (ins && a0 >= 0 &&
+            atomicMax((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) < (unsigned long long)stamp)
+            lsum += la;
+        if (ins && b0 >= 0 &&
+            atomicMax((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) < (unsigned long long)stamp)
+            lsum += lb0;
+        int ka = group_add(x.slot_tally, xs, 1, ins, lane) + 1;
+        int kb = group_add(x.slot_tally, ys, 1, ins, lane) + 1;
+        bool flag = ins && (ka > BUILD_KCAP || kb > BUILD_KCAP);
+        if (cand) {
+            unsigned long long key = ((unsigned long long)min(xs, ys) << 32) | (unsigned)max(xs, ys);
+            for (h = pt_slot(key);; h = (h + 1) & (PT_SIZE - 1)) {
+                unsigned long long got = atomicCAS(x.lf_key + h, 0ULL, key);
+                if (got == 0ULL || got == key) break;
+            }
+            pos = atomicAdd(x.lf_cnt + h, 1);
+            if (pos < LF_GMAX) x.lf_list[h * LF_GMAX + pos] = (int)u;
+            else flag = true;
+        }
+        for (int d = 16; d > 0; d >>= 1) lsum += __shfl_down_sync(FULL, lsum, d);
+        int n_ins = __popc(__ballot_sync(FULL, ins));
+        bool any = __any_sync(FULL, flag);
+        if (lane == 0) {
+            if (lsum) atomicAdd(x.gw + W_LF + L_S, (unsigned long long)lsum);
+            if (n_ins) atomicAdd(x.gw + W_LF + L_NINS, (unsigned long long)n_ins);
+            if (any) atomicExch(x.gw + W_LF + L_FLAG, 1ULL);
+        }
+    }
+    if (!grid_sync(x.gw, blocks)) return FAULT;
+    probe(x.gw, P_LAUNCH);
+    // 2. which insertions make vertices (ranked within the block); each pair's replay
+    int c0 = 0, c1 = 0, vrank = 0;
+    bool crowded = vw[W_LF + L_FLAG] != 0;
+    if (work) {
+        c0 = ins && a0 < 0 && x.slot_first[xs] == 2 * (int)u;
+        c1 = ins && b0 < 0 && x.slot_first[ys] == 2 * (int)u + 1;
+        int nvb = 0;
+        vrank = block_scan(c0 + c1, sh.wsum, &nvb);
+        if (t == 0) x.blk[3 * blockIdx.x] = nvb;
+        if (ins) { x.slot_tally[xs] = 0; x.slot_tally[ys] = 0; }
+        if (cand && pos == 0 && !crowded) {   // the group's replay, from the pair's version
+            int k = x.lf_cnt[h];
+            long long e = a0 >= 0 && b0 >= 0 ? find_alive_1(g, a0, make_key(g.vlabel[b0], b0)) : -1;
+            bool alive = e >= 0;
+            int cur = alive ? g.elab[e] : 0;
+            int pending = -1, last = -1;
+            for (int r = 0; r < k; ++r) {   // members in arrival order
+                int m = (int)u;
+                if (k > 1) {
+                    m = 0x7fffffff;
+                    for (int q = 0; q < k; ++q) {
+                        int c = x.lf_list[h * LF_GMAX + q];
+                        if (c > last && c < m) m = c;
+                    }
+                }
+                last = m;
+                int opm = m == (int)u ? op : ops[i0 + m], lm = m == (int)u ? lb : lab[i0 + m];
+                int st = ST_IGNORED, el = lm, link = -1;
+                if (opm == OP_INS_E) {
+                    if (!alive) { st = ST_APPLIED; alive = true; cur = lm; pending = m; }
+                } else if (alive) {
+                    st = ST_APPLIED; alive = false; el = cur;
+                    if (pending >= 0) { link = pending; x.lf_link[pending] = m; }
+                    pending = -1;
+                }
+                x.lf_st[m] = st; x.lf_el[m] = el; x.lf_link[m] = link;
+            }
+        }
+    }
+    if (!grid_sync(x.gw, blocks)) return FAULT;
+    // 3. the verdict (every block alike); the scratch back to empty either way
+    long long S = (long long)lw[L_S], n_ins = (long long)lw[L_NINS];
+    long long n_new = lf_blocks_before(x, 0, nblk), nv0 = (long long)lw[L_NV];
+    long long n_out0 = (long long)lw[L_NOUT];
+    long long bound = S + S / 8 + 11 * n_ins + 64;
+    bool ok = !crowded && n_out0 + N <= o.cap && nv0 + n_new <= g.vcap &&
+              (long long)lw[L_POOL] + bound <= g.pool_cap;
+    if (work) {
+        if (ins && a0 < 0) x.slot_first[xs] = 0x7fffffff;
+        if (ins && b0 < 0) x.slot_first[ys] = 0x7fffffff;
+        if (cand) { x.lf_key[h] = 0ULL; x.lf_cnt[h] = 0; }
+    }
+    if (!ok) {
+        if (!grid_sync(x.gw, blocks)) return FAULT;   // put back before the tiles start
+        return NEED_POOL;
+    }
+    int st = mine ? (cand ? x.lf_st[i - i0] : ST_REJECTED) : ST_IGNORED;
+    bool applied = mine && st == ST_APPLIED;
+    int arank = 0;
+    if (work) {
+        long long v0 = nv0 + lf_blocks_before(x, 0, blockIdx.x) + vrank;
+        for (int side = 0; side < 2; ++side) {
+            if (!(side == 0 ? c0 : c1)) continue;
+            int slot = side == 0 ? xs : ys;
+            int v = (int)(v0 + (side == 1 ? c0 : 0));
+            g.vlabel[v] = 0; g.vext[v] = g.slot_ext[slot]; g.vslot[v] = slot; g.valive[v] = 1;
+            g.vdeg[v] = 0; g.off[v] = 0; g.len[v] = 0; g.cap[v] = 0; g.vbatch[v] = -1;
+            g.slot_vid[slot] = v;
+        }
+        int nab = 0;
+        arank = block_scan(applied ? 1 : 0, sh.wsum, &nab);
+        if (t == 0) x.blk[3 * blockIdx.x + 1] = nab;
+    }
+    if (!grid_sync(x.gw, blocks)) return FAULT;
+    // 4. ticks in arrival order, lifetimes, new entries, owners, degrees, output rows
+    if (work) {
+        int a = a0 >= 0 || !mine ? a0 : g.slot_vid[xs];
+        int b = b0 >= 0 || !mine || loop ? b0 : g.slot_vid[ys];
+        long long tk = applied ? (long long)lw[L_TICK] + lf_blocks_before(x, 1, blockIdx.x) + arank + 1
+                               : 0;
+        int el = cand ? x.lf_el[u] : lb, link = cand ? x.lf_link[u] : -1;
+        int de = 0;
+        bool insa = applied && op == OP_INS_E;
+        if (mine && !insa) {
+            x.e_owner[2 * u] = -1;
+            x.e_owner[2 * u + 1] = -1;
+        }
+        if (applied && op == OP_DEL_E) {
+            de = -1;
+            if (link >= 0) {   // ends an insertion of the range: its entries' lifetimes
+                x.e_dt[2 * (long long)link] = tk;
+                x.e_dt[2 * (long long)link + 1] = tk;
+            } else {           // ends an entry of the version in place
+                long long e = find_alive_1(g, a, make_key(g.vlabel[b], b));
+                long long f = find_alive_1(g, b, make_key(g.vlabel[a], a));
+                g.dt[e] = tk;
+                g.dt[f] = tk;
+            }
+        }
+        if (insa) de = 1;
+        if (applied) {
+            atomicAdd(g.vdeg + a, de);
+            atomicAdd(g.vdeg + b, de);
+        }
+        unsigned m = __ballot_sync(FULL, insa);
+        if (insa) {   // as the tiles' front 4 (the deletion that ends it sets dt)
+            long long e = 2 * u;
+            int la = g.vlabel[a], lbv = g.vlabel[b];
+            x.e_owner[e] = a; x.e_key[e] = make_key(lbv, b); x.e_lab[e] = lb; x.e_ct[e] = tk;
+            x.e_owner[e + 1] = b; x.e_key[e + 1] = make_key(la, a); x.e_lab[e + 1] = lb;
+            x.e_ct[e + 1] = tk;
+            if (link < 0) { x.e_dt[e] = INF; x.e_dt[e + 1] = INF; }
+            unsigned ga = __match_any_sync(m, a), gb = __match_any_sync(m, b);
+            bool ha = lane == __ffs(ga) - 1, hb = lane == __ffs(gb) - 1;
+            const unsigned long long mark = (unsigned long long)(stamp + 1);
+            int ka = __popc(ga), kb = __popc(gb);
+            unsigned long long oa = ha ? atomicMax((unsigned long long*)(x.vtile + a), mark) : mark;
+            unsigned long long ob = hb ? atomicMax((unsigned long long*)(x.vtile + b), mark) : mark;
+            if (ha) atomicAdd(x.vcnt + a, ka);
+            if (hb) atomicAdd(x.vcnt + b, kb);
+            if (oa < mark) x.owners[atomicAdd(x.gw + W_LF + L_NOWN, 1ULL)] = a;
+            if (ob < mark) x.owners[atomicAdd(x.gw + W_LF + L_NOWN, 1ULL)] = b;
+        }
+        for (int d = 16; d > 0; d >>= 1) de += __shfl_down_sync(FULL, de, d);
+        if (lane == 0 && de) atomicAdd(x.gw + W_LF + L_DEDGES, (unsigned long long)(long long)de);
+        if (mine) {
+            int reason = loop ? R_LOOP : wild ? R_WILD : R_NONE;
+            long long j = n_out0 + u;
+            o.raw[j] = (int)i; o.op[j] = (signed char)op; o.a[j] = applied ? a : -1;
+            o.b[j] = applied ? b : -1; o.src[j] = g.slot_ext[xs]; o.dst[j] = g.slot_ext[ys];
+            o.el[j] = el; o.tick[j] = tk; o.status[j] = (signed char)st;
+            o.reason[j] = (signed char)reason;
+        }
+    }
+    if (!grid_sync(x.gw, blocks)) return FAULT;
+    if (blockIdx.x == 0 && t == 0) {   // block 0's state, as after the tiles of a build
+        sh.s.nv = nv0 + n_new;
+        sh.s.tick += lf_blocks_before(x, 1, nblk);
+        sh.s.nedges += (long long)lw[L_DEDGES];
+        sh.n_owners = (int)lw[L_NOWN];
+        sh.reserved += bound;
+        sh.lensum += S;
+    }
+    __syncthreads();
+    probe(x.gw, P_LAUNCH);
+    return DONE;
+}
+
 #define APPLY_ARGS \
     long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel, \
     long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive, \
@@ -1332,7 +1571,8 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
               (long long*)p[18], (int*)p[19], (long long*)p[20], (int*)p[21], (int*)p[22],
               (int*)p[23], (int*)p[24], (int*)p[25], (unsigned long long*)p[26],
               (long long*)p[27], (long long*)p[28], (unsigned long long*)p[29],
-              (long long*)p[30]};
+              (long long*)p[30], (unsigned long long*)p[31], (int*)p[32], (int*)p[33],
+              (int*)p[34], (int*)p[35], (int*)p[36], (int*)p[37]};
     volatile unsigned long long* vw = x.gw;
     if (lead && t == 0) {
         sh.s = pre != nullptr ? *pre : load_meta(meta);
@@ -1359,6 +1599,8 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = blocks * NWARPS;
     long long bs = i;   // the first update of the build being gathered
     int tiles = 0, stop = DONE;
+    bool whole = true;   // a fresh build of more than a tile goes to launch_front (until
+                         // a range does not fit there: then the tiles, to the end)
     for (int round = 0; !faulted; ++round) {
         if (lead) {   // resolve tiles until the build is due (or a vertex operation's tile)
             int state = T_STOP;
@@ -1368,6 +1610,29 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                 __syncthreads();
                 if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
                 __syncthreads();
+                long long take = min(n - i, (long long)build_tiles * TILE);
+                if (whole && tiles == 0 && stop == DONE && !sh.vertex_ops && !sh.build_due &&
+                    take > TILE && (long long)blocks * TILE >= take) {
+                    if (t == 0) sh.range_ops = 0;
+                    __syncthreads();
+                    for (long long j = i + TILE + t; j < i + take; j += TILE)
+                        if (ops[j] >= OP_INS_V) sh.range_ops = 1;
+                    __syncthreads();
+                    if (!sh.range_ops) {   // the grid resolves [i, i + take) at once
+                        if (t == 0) {
+                            unsigned long long* lw = x.gw + W_LF;
+                            lw[L_I0] = i; lw[L_N] = take;
+                            lw[L_STAMP] = build_stamp(sh.s.launch, sh.builds);
+                            lw[L_NV] = sh.s.nv; lw[L_TICK] = sh.s.tick; lw[L_NOUT] = n_out;
+                            lw[L_POOL] = sh.pool_used + sh.reserved;
+                            lw[L_S] = 0; lw[L_NINS] = 0; lw[L_FLAG] = 0; lw[L_NOWN] = 0;
+                            lw[L_DEDGES] = 0;
+                        }
+                        state = T_LAUNCH;
+                        break;
+                    }
+                    whole = false;
+                }
                 if (stop == DONE && i < n && !sh.vertex_ops && tiles < build_tiles &&
                     !sh.build_due) {
                     if (t == 0) sh.s.pool_used = (long long)sh.pool_used;
@@ -1449,6 +1714,26 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         }
         probe(x.gw, P_SYNC1);
         if (state == T_NEXT) continue;
+        if (state == T_LAUNCH) {
+            int c = launch_front(g, o, x, sh, ops, sx, sy, lab, blocks);
+            if (c == FAULT) {
+                code = FAULT;
+                break;
+            }
+            if (lead) {
+                long long take = (long long)vw[W_LF + L_N];
+                if (c == DONE) {   // as after its tiles: the next round builds
+                    i += take;
+                    n_out += take;
+                    tiles = (int)((take + TILE - 1) / TILE);
+                } else {           // the tiles take it, with a stamp of their own
+                    whole = false;
+                    if (t == 0) ++sh.builds;
+                    __syncthreads();
+                }
+            }
+            continue;
+        }
         long long chunk = (long long)vw[W_CHUNK], w = (long long)vw[W_WM];
         int no = (int)vw[W_NO];
         if (no > 0) {   // the build's owners' space and items (build_front)
