@@ -25,6 +25,7 @@ from ._executor import (
     create_executor,
     edge_tasks,
 )
+from ._host_memory import keep_freed_memory
 from ._result_columns import result_columns
 from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp
@@ -93,6 +94,7 @@ class _Standing:
 class Engine:
     def __init__(self, backend: str = "auto", executor: Executor | None = None,
                  options: ExecutorOptions | None = None) -> None:
+        keep_freed_memory()   # each batch's results are fresh arrays: reuse freed ones
         self.executor = executor or create_executor(backend, options)
         # the executor's own graph where it has one (the GPU's device-owned graph), else
         # the host graph, which the executor reads or mirrors
