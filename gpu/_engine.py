@@ -177,8 +177,13 @@ class Engine:
         self._changed()
 
     def _changed(self) -> None:
-        """The standing queries changed: what batches read of them, and the plan set."""
+        """The standing queries changed: what batches read of them, the labels they read
+        (a host graph in place keeps edges no query reads pending), and the plan set."""
         self._standing = _Standing.of(self._queries)
+        relevant = getattr(self.graph, "set_relevant_labels", None)
+        if relevant is not None:
+            labels = [lab for q in self._queries.values() for lab in q.spec.query.vertex_labels]
+            relevant(None if None in labels else frozenset(labels))
         self._planset = None
         self._plan_set()
 

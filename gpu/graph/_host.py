@@ -37,9 +37,11 @@ from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
 from ._labels import LABEL_COLUMNS, recount_all
 from ._merge import merge_pending, order_pending
-from ._pending import Pending
+from ._pending import BASE, COUNT, DEFERRED, Pending, select_pending
 
 __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
+
+_NO_LABELS = np.zeros(0, np.bool_)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,10 @@ class HostGraph:
         #: the vertex order the pool was last packed in, and where that packing ended
         self._order = np.zeros(0, np.int32)
         self._packed_end = 0
+        #: in place: the labels the standing queries read (a bool per label; None: all),
+        #: and the pending edges kept across batches, whose ends' labels are not all read
+        self._rel: npt.NDArray[np.bool_] | None = None
+        self._store: Pending | None = None
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -174,8 +180,53 @@ class HostGraph:
 
     @copy_on_write.setter
     def copy_on_write(self, on: bool) -> None:
+        self.merge_deferred()
         self.meta[K.IN_PLACE] = 0 if on else 1
         self._fit_labels()
+
+    # -- deferred edges ----------------------------------------------------------
+    #: deferred edges kept at most (or a quarter of the graph's edges, if more) before
+    #: they are merged together
+    DEFER_LIMIT = 1 << 16
+
+    def set_relevant_labels(self, labels: frozenset[int] | None) -> None:
+        """The vertex labels the standing queries read (None: any, e.g. a wildcard).
+        In place, an inserted edge whose ends' labels are not both among them stays
+        pending after its batch (no matching of those queries reads it; statuses, ticks
+        and degrees are exact as for any edge) until something reads the whole graph, or
+        the labels change: every deferred edge is merged here first."""
+        self.merge_deferred()
+        top = max(labels, default=-1) + 1 if labels is not None else 0
+        if labels is None or min(labels, default=0) < 0 or top > (1 << 20):
+            self._rel = None
+            return
+        rel = np.zeros(top, np.bool_)
+        rel[list(labels)] = True
+        self._rel = rel
+
+    def merge_deferred(self) -> None:
+        """Put every deferred edge into its version (before a whole-graph read)."""
+        if self._store is not None:
+            self._merge(self._store, keep=False)
+            self._store = None
+
+    def _pending_for(self, inserts: int) -> Pending:
+        """Where a batch's insertions wait: a store of their own, or (deferring) the
+        graph's store, with room made (its deferred edges carried over, or all merged
+        once there are too many)."""
+        if self.copy_on_write:
+            return Pending(0)
+        if self._rel is None:
+            return Pending(inserts)
+        st = self._store
+        if st is None:
+            return Pending(2 * inserts)   # room to keep some for the next batches
+        if st.room >= inserts:
+            return st
+        if st.deferred > max(self.DEFER_LIMIT, self.num_edges // 4):
+            self.merge_deferred()
+            return Pending(inserts)
+        return st.carried(inserts)
 
     def _fit_labels(self) -> None:
         """Label offsets with one column per vertex label, recounted, where they can be
@@ -250,8 +301,9 @@ class HostGraph:
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
-        pend = Pending(int(np.count_nonzero(batch.op == UpdateOp.INSERT_EDGE))
-                       if not self.copy_on_write else 0)
+        pend = self._pending_for(int(np.count_nonzero(batch.op == UpdateOp.INSERT_EDGE)))
+        if self._store is not None:
+            self._store = pend   # the deferred edges stay the graph's whatever happens
         i, n_out, stuck = 0, 0, -1
         while True:
             i, n_out, code = K.apply_batch(
@@ -262,24 +314,34 @@ class HostGraph:
                 self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays())
             if code == K.DONE:
                 break
-            if code == K.NEED_MERGE:
-                self._merge(pend)
+            if code == K.NEED_MERGE:   # a vertex deletion: every edge in its version
+                self._merge(pend, keep=False)
             elif code == K.NEED_VERTS:
                 self.reserve_vertices(64)   # the arrays double as they grow
             elif code == K.NEED_POOL:
                 stuck = self._pool_full(i, stuck)
             else:
                 out.grow(n_out + int(self.vdeg.max()) + 16)
-        self._merge(pend)
+        keep = not self.copy_on_write and self._rel is not None
+        self._merge(pend, keep=keep)
+        self._store = pend if keep and pend.deferred else None
         self.ids.count = int(self.meta[K.IDCOUNT])
         return out.table(n_out)
 
-    def _merge(self, pend: Pending) -> None:
-        """Put the pending entries of an in-place batch into their versions."""
-        lo, hi = pend.unmerged
-        if lo == hi:
+    def _merge(self, pend: Pending, keep: bool) -> None:
+        """Put the pending entries of an in-place batch into their versions: ``keep``,
+        those whose ends' labels are both read (the rest stay deferred); else every
+        unmerged one, deferred ones included."""
+        pst = pend.pst
+        lo, hi = (int(pst[BASE]) if keep else 0), int(pst[COUNT])
+        rel = self._rel if keep and self._rel is not None else _NO_LABELS
+        sel, kept = select_pending(pend.owner, pend.key, pend.mrg, lo, hi, self.vlabel, rel,
+                                   keep)
+        pst[DEFERRED] = pst[DEFERRED] + kept if keep else 0
+        pst[BASE] = hi
+        if not len(sel):
             return
-        idx = order_pending(pend.owner, lo, hi, self.num_vertices)
+        idx = order_pending(pend.owner, sel, self.num_vertices)
         r, stuck = 0, -1
         while True:
             r, code = merge_pending(r, idx, pend.owner, pend.key, pend.elab, pend.ct, pend.dt,
@@ -289,7 +351,6 @@ class HostGraph:
             if code == K.DONE:
                 break
             stuck = self._pool_full(r, stuck)
-        pend.merged()
 
     def _pool_full(self, at: int, stuck: int) -> int:
         """Room in the pool for the work stopped at ``at``: collect, or grow when the last
@@ -376,6 +437,7 @@ class HostGraph:
         """The graph's exact state as arrays (views: copy or write them before the next
         update). :meth:`restore` of it gives back the same graph, ticks and ids included,
         so matching after a restart is the matching of a graph never stopped."""
+        self.merge_deferred()
         n, m = self.num_vertices, self.pool_used
         out: dict[str, npt.NDArray[np.generic]] = {"meta": self.meta, "order": self._order,
                                                    "packed_end": np.int64(self._packed_end)}
@@ -417,6 +479,7 @@ class HostGraph:
                                                           npt.NDArray[np.int32]]:
         """Directed (a, b, label) for every alive edge, both orientations: now, or as a
         reader of tick ``at`` sees them (``ct < at <= dt``; versions must be held)."""
+        self.merge_deferred()
         n = self.num_vertices
         return visible_edges(self.seg_off[:n], self.seg_len[:n], self.key, self.elab, self.ct,
                              self.dt, at)

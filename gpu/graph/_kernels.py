@@ -14,7 +14,7 @@ import numpy as np
 
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 from ._idmap import find_id, set_direct, slot_of
-from ._pending import BASE, COUNT, add_pending, find_pending, pair_of
+from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of
 
 # meta slots
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
@@ -209,7 +209,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 vlabel, vext, valive, vdeg, seg_off, seg_len, seg_cap, seg_batch, loff,
                 key, elab, ct, dt,
                 o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
-                h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt):  # type: ignore[no-untyped-def]
+                h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg):  # type: ignore[no-untyped-def]
     """In place (``meta[IN_PLACE]``) edge insertions go to the pending arrays (see
     ``_pending``), merged by the caller; copy-on-write inserts into new versions."""
     pool_cap = len(key)
@@ -250,7 +250,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 if a >= 0 and b >= 0:
                     e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
                     if e < 0 and in_place:
-                        pj = find_pending(h_key, h_val, pst, p_dt, pair_of(a, b))
+                        pj = find_pending(h_key, h_val, pst, p_dt, p_mrg, pair_of(a, b))
                         if pj >= 0:
                             t = _end_tick(a, b, meta, vdeg)
                             p_dt[2 * pj] = t
@@ -277,7 +277,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             kb = make_key(vlabel[b], b)
             lo, hi = _search_range(a, vlabel[b], seg_off, seg_len, loff)
             if find_alive(key, dt, lo, hi - lo, kb) >= 0 or (
-                    in_place and find_pending(h_key, h_val, pst, p_dt, pair_of(a, b)) >= 0):
+                    in_place and find_pending(h_key, h_val, pst, p_dt, p_mrg, pair_of(a, b)) >= 0):
                 o_status[j] = _IGNORED
                 n_out += 1
                 continue
@@ -290,7 +290,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             meta[TICK] = t
             if in_place:
                 add_pending(a, b, make_key(vlabel[a], a), kb, lb, t, h_key, h_val, pst,
-                            p_owner, p_key, p_elab, p_ct, p_dt)
+                            p_owner, p_key, p_elab, p_ct, p_dt, p_mrg)
             else:
                 _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
                               key, elab, ct, dt)
@@ -334,7 +334,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             o_status[j] = _IGNORED
             n_out += 1
             continue
-        if in_place and pst[COUNT] > pst[BASE]:
+        if in_place and (pst[COUNT] > pst[BASE] or pst[DEFERRED] > 0):
             return i, n_out, NEED_MERGE
         d = vdeg[a]
         if n_out + d + 1 > out_cap:

@@ -23,19 +23,20 @@ _AHEAD_ENTRY, _AHEAD_ROW, _AHEAD_TAIL, _TAIL = 32, 16, 8, 96
 
 
 @nb.njit(cache=True, nogil=True)
-def order_pending(p_owner, lo, hi, nv):  # type: ignore[no-untyped-def]
-    """Pending entries lo..hi grouped by owner, entry order kept within a group: a
-    counting sort when the batch is large against the vertex count, else a merge sort."""
-    n = hi - lo
+def order_pending(p_owner, sel, nv):  # type: ignore[no-untyped-def]
+    """Pending entries ``sel`` (ascending) grouped by owner, entry order kept within a
+    group: a counting sort when they are many against the vertex count, else a merge
+    sort."""
+    n = len(sel)
     if 4 * n < nv:
-        return lo + np.argsort(p_owner[lo:hi], kind="mergesort")
+        return sel[np.argsort(p_owner[sel], kind="mergesort")]
     cnt = np.zeros(nv + 1, np.int64)
-    for i in range(lo, hi):
+    for i in sel:
         cnt[p_owner[i] + 1] += 1
     for v in range(nv):
         cnt[v + 1] += cnt[v]
     out = np.empty(n, np.int64)
-    for i in range(lo, hi):
+    for i in sel:
         v = p_owner[i]
         out[cnt[v]] = i
         cnt[v] += 1

@@ -8,11 +8,17 @@ vertex's pending entries into its version once (``_merge``): O(degree + k) per
 touched vertex.
 
 Statuses are resolved in arrival order exactly as before: an edge is alive if its
-version holds it alive or the pending list does. A batch-local open-addressing table
-maps the canonical pair (min id << 32 | max id) to its newest pending edge. Entries
-keep their ticks and the (key, ct) order (equal keys keep creation order), so every
-reader sees the same visible sets. Pending edges older than ``pst[BASE]`` were merged
-already (a vertex deletion needs every edge in a version first).
+version holds it alive or the pending list does. An open-addressing table maps the
+canonical pair (min id << 32 | max id) to its newest pending edge, and a flag per edge
+says whether it has been merged. Entries keep their ticks and the (key, ct) order (equal
+keys keep creation order), so every reader sees the same visible sets.
+
+Deferred edges (``HostGraph.set_relevant_labels``): an edge whose ends' labels no standing
+query reads can stay pending after its batch, across batches (``pst[DEFERRED]`` of them,
+all below ``pst[BASE]``), since no matching of those queries reads it; whatever reads the
+whole graph merges them first (a vertex deletion, a new query, a snapshot). All edges of a
+pair share that class (internal ids never change label), so a pair's entries are merged
+in creation order whatever the batches.
 """
 
 from __future__ import annotations
@@ -24,39 +30,50 @@ import numpy.typing as npt
 from .._types import INF_TICK
 from ._idmap import _hash
 
-# pst slots: first pending edge not yet merged, pending edges so far
-BASE, COUNT = 0, 1
+# pst slots: the first edge of the batch being applied (those below are merged or
+# deferred), pending edges so far, deferred edges among those below BASE
+BASE, COUNT, DEFERRED = 0, 1, 2
 _EMPTY = np.int64(-1)
 _INF = INF_TICK
 
 
 class Pending:
-    """A batch's pending edges (room for ``inserts``) and its pair table (load <= 1/2)."""
+    """Pending edges (room for ``edges``), their merged flags and their pair table (load
+    <= 1/2)."""
 
-    def __init__(self, inserts: int) -> None:
-        slots = 1 << max(1, (2 * inserts).bit_length())
+    def __init__(self, edges: int) -> None:
+        slots = 1 << max(1, (2 * edges).bit_length())
         self.h_key = np.full(slots, _EMPTY, np.int64)
         self.h_val = np.zeros(slots, np.int64)
-        self.pst = np.zeros(2, np.int64)
-        m = 2 * inserts
+        self.pst = np.zeros(3, np.int64)
+        m = 2 * edges
         self.owner = np.zeros(m, np.int32)
         self.key = np.zeros(m, np.int64)
         self.elab = np.zeros(m, np.int32)
         self.ct = np.zeros(m, np.int64)
         self.dt = np.zeros(m, np.int64)
+        self.mrg = np.zeros(edges, np.uint8)
 
     def arrays(self) -> tuple[npt.NDArray[np.generic], ...]:
         """The arguments of ``apply_batch`` after its output columns."""
         return (self.h_key, self.h_val, self.pst, self.owner, self.key, self.elab, self.ct,
-                self.dt)
+                self.dt, self.mrg)
 
     @property
-    def unmerged(self) -> tuple[int, int]:
-        """Entry range not yet merged into versions."""
-        return 2 * int(self.pst[BASE]), 2 * int(self.pst[COUNT])
+    def room(self) -> int:
+        """Edges it can still take."""
+        return len(self.mrg) - int(self.pst[COUNT])
 
-    def merged(self) -> None:
-        self.pst[BASE] = self.pst[COUNT]
+    @property
+    def deferred(self) -> int:
+        return int(self.pst[DEFERRED])
+
+    def carried(self, edges: int) -> Pending:
+        """A store holding this one's deferred edges, with room for ``edges`` more and as
+        many again (it doubles: carrying them over costs O(1) an edge)."""
+        new = Pending(2 * (self.deferred + edges))
+        carry_deferred(*self.arrays(), *new.arrays())
+        return new
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -75,28 +92,78 @@ def _slot(h_key, pair):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def find_pending(h_key, h_val, pst, p_dt, pair):  # type: ignore[no-untyped-def]
+def find_pending(h_key, h_val, pst, p_dt, p_mrg, pair):  # type: ignore[no-untyped-def]
     """Pending edge j holding ``pair`` alive (not yet merged), or -1."""
-    if pst[COUNT] == pst[BASE]:
+    if pst[COUNT] == 0:
         return -1
     s = _slot(h_key, pair)
     if h_key[s] != pair:
         return -1
     j = h_val[s]
-    if j < pst[BASE] or p_dt[2 * j] != _INF:
+    if p_mrg[j] != 0 or p_dt[2 * j] != _INF:
         return -1
     return j
 
 
 @nb.njit(cache=True, nogil=True)
-def add_pending(a, b, ka, kb, el, t, h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt):  # type: ignore[no-untyped-def]
+def add_pending(a, b, ka, kb, el, t, h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt,
+                p_mrg):  # type: ignore[no-untyped-def]
     """Edge a-b inserted at tick t: entry kb in a's version and ka in b's, pending."""
     j = pst[COUNT]
     pst[COUNT] = j + 1
     p_owner[2 * j], p_key[2 * j], p_elab[2 * j], p_ct[2 * j], p_dt[2 * j] = a, kb, el, t, _INF
     p_owner[2 * j + 1], p_key[2 * j + 1] = b, ka
     p_elab[2 * j + 1], p_ct[2 * j + 1], p_dt[2 * j + 1] = el, t, _INF
+    p_mrg[j] = 0
     pair = pair_of(a, b)
     s = _slot(h_key, pair)
     h_key[s] = pair
     h_val[s] = j
+
+
+@nb.njit(cache=True, nogil=True)
+def carry_deferred(h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
+                   n_key, n_val, nst, n_owner, n_key_, n_elab, n_ct, n_dt, n_mrg):  # type: ignore[no-untyped-def]
+    """Copy the unmerged edges (in order) into an empty store, and their pairs' table
+    entries (the newest edge of a pair last, so the table points at it)."""
+    k = 0
+    for j in range(pst[COUNT]):
+        if p_mrg[j] != 0:
+            continue
+        for side in range(2):
+            src, dst = 2 * j + side, 2 * k + side
+            n_owner[dst], n_key_[dst], n_elab[dst] = p_owner[src], p_key[src], p_elab[src]
+            n_ct[dst], n_dt[dst] = p_ct[src], p_dt[src]
+        n_mrg[k] = 0
+        pair = pair_of(p_owner[2 * j], p_owner[2 * j + 1])
+        s = _slot(n_key, pair)
+        n_key[s] = pair
+        n_val[s] = k
+        k += 1
+    nst[BASE] = k
+    nst[COUNT] = k
+    nst[DEFERRED] = k
+
+
+@nb.njit(cache=True, nogil=True)
+def select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep):  # type: ignore[no-untyped-def]
+    """The entries of the unmerged edges lo..hi-1 to merge now, flagged merged: every one
+    (``keep`` off), or those whose ends' labels both have ``rel`` set (the others stay
+    pending: returns them as a count too)."""
+    out = np.empty(2 * (hi - lo), np.int64)
+    n = 0
+    kept = 0
+    for j in range(lo, hi):
+        if p_mrg[j] != 0:
+            continue
+        if keep:
+            la = vlabel[p_owner[2 * j]]
+            lb = np.int64(p_key[2 * j] >> np.int64(32))
+            if not (0 <= la < len(rel) and 0 <= lb < len(rel) and rel[la] and rel[lb]):
+                kept += 1
+                continue
+        out[n] = 2 * j
+        out[n + 1] = 2 * j + 1
+        n += 2
+        p_mrg[j] = 1
+    return out[:n], kept

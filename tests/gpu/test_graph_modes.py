@@ -42,8 +42,15 @@ def _labels_exact(g: HostGraph) -> None:
 
 
 def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  # type: ignore[no-untyped-def]
-         pcap: int = 4096, lag: int = 1) -> None:
+         pcap: int = 4096, lag: int = 1, relevant: frozenset[int] | None = None,
+         defer_limit: int | None = None) -> None:
+    """``relevant``: in place, edges with an end of another label stay pending across
+    batches (deferred): their versions are compared after every fifth batch, once merged."""
     cow, inp = _graph(True, initial, vcap, pcap), _graph(False, initial, vcap, pcap)
+    if relevant is not None:
+        inp.set_relevant_labels(relevant)
+    if defer_limit is not None:
+        inp.DEFER_LIMIT = defer_limit
     for k, (chunk, w) in enumerate(lagged_batches(stream, sizes, lag, lambda: cow.tick), 1):
         cow.set_watermark(w)
         inp.set_watermark(w)
@@ -55,6 +62,10 @@ def _run(initial, stream: UpdateBatch, sizes: list[int], *, vcap: int = 1024,  #
         assert (nv, cow.tick, cow.num_edges) == (inp.num_vertices, inp.tick, inp.num_edges)
         for name in ("vlabel", "vdeg", "valive", "vext"):
             assert np.array_equal(getattr(cow, name)[:nv], getattr(inp, name)[:nv]), name
+        _labels_exact(inp)
+        if relevant is not None and k % 5:
+            continue
+        inp.merge_deferred()
         hv, iv = host_versions(cow), host_versions(inp)
         bad = [v for v in range(nv) if not np.array_equal(hv[v], iv[v])]
         assert not bad, f"versions differ for internal ids {bad[:5]}"
@@ -92,6 +103,24 @@ def test_in_place_on_a_loaded_power_law_graph(seed: int) -> None:
     stream = UpdateBatch.concat([ds.stream, raw_stream(seed, 4000, ids=400, hub_every=7)])
     rng = np.random.default_rng(seed)
     _run(ds.initial, stream, [int(x) for x in rng.integers(1, 4097, 16)], lag=3)
+
+
+@pytest.mark.parametrize("relevant", [frozenset({0}), frozenset({1, 3}), frozenset()])
+def test_deferred_edges_resolve_as_copy_on_write(relevant: frozenset[int]) -> None:
+    """Edges no standing query reads stay pending across batches: every status (their
+    re-inserts, deletes and missing deletes in later batches), tick and degree as before,
+    and every version once merged (vertex deletions merge them first; so do compaction
+    and snapshots)."""
+    rng = np.random.default_rng(len(relevant))
+    sizes = [int(x) for x in rng.integers(1, 700, 24)]
+    _run(None, raw_stream(seed=11, n=8000, ids=80, hub_every=9), sizes, lag=2,
+         relevant=relevant)
+
+
+def test_deferred_edges_merged_once_too_many() -> None:
+    """Past the limit the deferred edges are merged together, also from tiny pools."""
+    _run(None, raw_stream(seed=12, n=6000, ids=300, hub_every=11), [1, 300, 31, 2000],
+         vcap=16, pcap=16, lag=2, relevant=frozenset({0}), defer_limit=64)
 
 
 def test_in_place_from_tiny_capacities() -> None:

@@ -7,7 +7,7 @@ import pytest
 from _cases import Case, random_case
 from _oracle import OracleGraph, automorphisms, embeddings, project
 
-from gpu import CountMode, Engine, ExecutorOptions, QuerySpec, UpdateOp, UpdateStatus
+from gpu import CountMode, Engine, ExecutorOptions, Query, QuerySpec, UpdateOp, UpdateStatus
 
 #: (mode, list_matches) registered per query; count-only queries are planned one edge per
 #: automorphism orbit and scaled (see plan_query), so they get their own registrations
@@ -138,3 +138,30 @@ def test_initial_matches_and_automorphism_identity(seed: int) -> None:
         assert {project({tuple(map(int, t))}, CountMode.SUBGRAPHS, auts).pop()
                 for t in init_s.listings[r_s.id].tuples} == project(emb, CountMode.SUBGRAPHS,
                                                                     auts)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_query_registered_later_sees_the_edges_left_pending(seed: int) -> None:
+    """In place, edges no standing query reads stay pending across batches (here every
+    edge: the one standing query reads a label no vertex has); a query registered after
+    the stream must still see all of them, and match them from then on."""
+    case = random_case(seed + 20_000, n_updates=120)
+    og = _oracle_graph(case)
+    eng = Engine("cpu")
+    eng.load_graph([v for v, _ in case.vertices], [lab for _, lab in case.vertices],
+                   [a for a, _, _ in case.edges], [b for _, b, _ in case.edges],
+                   [lab for _, _, lab in case.edges])
+    other = Query.build([(0, 7), (1, 7)], [(0, 1, None)])
+    eng.register(QuerySpec(other, CountMode.EMBEDDINGS))
+    half = len(case.updates) // 2
+    for lo in range(0, half, 9):
+        eng.apply(case.batch(lo, min(lo + 9, half)))
+    og.run(case.updates[:half], other)
+    for q in case.queries:
+        _, init = eng.register(QuerySpec(q, CountMode.EMBEDDINGS), initial=True)
+        assert int(init.counts[0, 0]) == len(embeddings(og.g, q)), seed
+    eng.apply(case.batch(half, None))
+    og.run(case.updates[half:], other)
+    for q in case.queries:
+        _, now = eng.register(QuerySpec(q, CountMode.EMBEDDINGS), initial=True)
+        assert int(now.counts[0, 0]) == len(embeddings(og.g, q)), seed
