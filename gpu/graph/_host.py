@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from .._types import INF_TICK, WILDCARD, UpdateBatch, UpdateOp
 from . import _kernels as K
+from ._edgeset import EdgeSet
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
 from ._labels import LABEL_COLUMNS, recount_all
@@ -98,6 +99,12 @@ class HostGraph:
         #: and the pending edges kept across batches, whose ends' labels are not all read
         self._rel: npt.NDArray[np.bool_] | None = None
         self._store: Pending | None = None
+        #: the alive edges' pairs and labels (an insertion's or deletion's existence check)
+        self.edges = EdgeSet()
+        #: deletions of edges no standing query reads, still in their versions: ends and
+        #: ticks, applied when the deferred edges are merged
+        self._dlog = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        self._dcount = np.zeros(1, np.int64)
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -205,10 +212,31 @@ class HostGraph:
         self._rel = rel
 
     def merge_deferred(self) -> None:
-        """Put every deferred edge into its version (before a whole-graph read)."""
+        """Put every deferred edge into its version, and end the entries of the logged
+        deletions (before a whole-graph read)."""
+        self._apply_log()
         if self._store is not None:
             self._merge(self._store, keep=False)
             self._store = None
+
+    def _apply_log(self) -> None:
+        n = int(self._dcount[0])
+        if n:
+            K.apply_deletion_log(*self._dlog, n, self.vlabel, self.seg_off, self.seg_len,
+                                 self.key, self.dt)
+            self._dcount[0] = 0
+
+    def _log_room(self, deletions: int) -> tuple[npt.NDArray[np.generic], ...]:
+        """The deletion log with room for a batch's ``deletions`` (empty when nothing is
+        deferred: the updater then ends every deletion in place)."""
+        if self.copy_on_write or self._rel is None:
+            return (_NO_LABELS, *(x[:0] for x in self._dlog), self._dcount)
+        n = int(self._dcount[0])
+        if len(self._dlog[2]) < n + deletions:
+            cap = 2 * (n + deletions)
+            self._dlog = tuple(np.concatenate([x[:n], np.zeros(cap - n, x.dtype)])
+                               for x in self._dlog)  # type: ignore[assignment]
+        return (self._rel, *self._dlog, self._dcount)
 
     def _pending_for(self, inserts: int) -> Pending:
         """Where a batch's insertions wait: a store of their own, or (deferring) the
@@ -301,7 +329,10 @@ class HostGraph:
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
-        pend = self._pending_for(int(np.count_nonzero(batch.op == UpdateOp.INSERT_EDGE)))
+        inserts = int(np.count_nonzero(batch.op == UpdateOp.INSERT_EDGE))
+        self.edges.reserve(inserts)
+        log = self._log_room(int(np.count_nonzero(batch.op == UpdateOp.DELETE_EDGE)))
+        pend = self._pending_for(inserts)
         if self._store is not None:
             self._store = pend   # the deferred edges stay the graph's whatever happens
         i, n_out, stuck = 0, 0, -1
@@ -311,10 +342,12 @@ class HostGraph:
                 self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.meta,
                 self.vlabel, self.vext, self.valive, self.vdeg,
                 self.seg_off, self.seg_len, self.seg_cap, self.seg_batch, self.loff,
-                self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays())
+                self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays(),
+                *self.edges.arrays(), *log)
             if code == K.DONE:
                 break
             if code == K.NEED_MERGE:   # a vertex deletion: every edge in its version
+                self._apply_log()
                 self._merge(pend, keep=False)
             elif code == K.NEED_VERTS:
                 self.reserve_vertices(64)   # the arrays double as they grow
@@ -425,6 +458,7 @@ class HostGraph:
         self.meta[K.POOL_USED] = m
         self._order, self._packed_end = np.arange(nv, dtype=np.int32), m
         self.meta[K.NEDGES] = len(lo)
+        self.edges = EdgeSet.of((lo << 32) | hi, el)
         self._fit_labels()
         return LoadStats(vertices=nv, edges=len(lo), self_loops=int(loops.sum()),
                          duplicates=int((~loops).sum()) - len(lo))
@@ -472,6 +506,9 @@ class HostGraph:
         self._order = np.array(a["order"], np.int32)
         self._packed_end = int(a["packed_end"])
         self._fit_labels()
+        x, y, lab = self.alive_edges()
+        up = x < y
+        self.edges = EdgeSet.of((x[up].astype(np.int64) << 32) | y[up], lab[up])
 
     # -- reads for checks and initial matching ------------------------------------
     def alive_edges(self, at: int | None = None) -> tuple[npt.NDArray[np.int32],
