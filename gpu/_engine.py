@@ -141,6 +141,7 @@ class Engine:
         qid = self._next_id if query_id is None else query_id
         if qid in self._queries:
             raise EngineError(f"query id {qid} is already registered")
+        self._merge_deferred()   # what may fail, before anything changes
         reg, qp = self._planned(spec, qid)
         self._queries[qid] = reg
         self._plans[qid] = qp
@@ -172,9 +173,18 @@ class Engine:
         self._settle()
         if query_id not in self._queries:
             raise UnknownQueryError(f"no query with id {query_id}")
+        self._merge_deferred()
         del self._queries[query_id]
         del self._plans[query_id]
         self._changed()
+
+    def _merge_deferred(self) -> None:
+        """The host graph's deferred edges into their versions (a new set of standing
+        queries may read them): done before the queries change, so a failure there
+        leaves the engine as it was."""
+        merge = getattr(self.graph, "merge_deferred", None)
+        if merge is not None:
+            merge()
 
     def _changed(self) -> None:
         """The standing queries changed: what batches read of them, the labels they read

@@ -716,7 +716,9 @@ class DeviceGraphView:
 
 
 def host_versions(g: HostGraph) -> list[npt.NDArray[np.int64]]:
-    """:meth:`DeviceUpdater.versions` of a host graph (the parity test's reference)."""
+    """:meth:`DeviceUpdater.versions` of a host graph (the parity test's reference), its
+    deferred edges merged first."""
+    g.merge_deferred()
     nv = g.num_vertices
     return _visible(g.seg_off[:nv], g.seg_len[:nv], [g.key, g.elab, g.ct, g.dt],
                     int(g.meta[K.WATERMARK]))

@@ -16,9 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ._idmap import _hash
-from ._prefetch import prefetch
 
-__all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_has", "es_prefetch", "es_remove"]
+__all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_has", "es_remove"]
 
 _EMPTY, _TOMB = np.int64(-1), np.int64(-2)
 # st slots: pairs in the set, tombstones
@@ -72,13 +71,6 @@ def _find(keys, pair):  # type: ignore[no-untyped-def]
             return np.int64(i)
         i = (i + np.uint64(1)) & mask
     return np.int64(-1)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def es_prefetch(keys, pair):  # type: ignore[no-untyped-def]
-    """Start loading ``pair``'s first slot (a deletion's probe after its search: the
-    search's misses hide this one)."""
-    prefetch(keys, np.int64(_hash(pair) & np.uint64(len(keys) - 1)))
 
 
 @nb.njit(cache=True, nogil=True)

@@ -246,9 +246,12 @@ class HostGraph:
             return Pending(0)
         if self._rel is None:
             return Pending(inserts)
+        if int(self._dcount[0]) > max(self.DEFER_LIMIT, self.num_edges // 4):
+            self.merge_deferred()   # the deletion log too has a bound
         st = self._store
         if st is None:
             return Pending(2 * inserts)   # room to keep some for the next batches
+        self._finish_merge(st)   # one an exception stopped: before anything is carried
         if st.room >= inserts:
             return st
         if st.deferred > max(self.DEFER_LIMIT, self.num_edges // 4):
@@ -333,8 +336,8 @@ class HostGraph:
         self.edges.reserve(inserts)
         log = self._log_room(int(np.count_nonzero(batch.op == UpdateOp.DELETE_EDGE)))
         pend = self._pending_for(inserts)
-        if self._store is not None:
-            self._store = pend   # the deferred edges stay the graph's whatever happens
+        if not self.copy_on_write and self._rel is not None:
+            self._store = pend   # deferred edges stay the graph's whatever happens
         i, n_out, stuck = 0, 0, -1
         while True:
             i, n_out, code = K.apply_batch(
@@ -365,6 +368,7 @@ class HostGraph:
         """Put the pending entries of an in-place batch into their versions: ``keep``,
         those whose ends' labels are both read (the rest stay deferred); else every
         unmerged one, deferred ones included."""
+        self._finish_merge(pend)   # one an exception stopped
         pst = pend.pst
         lo, hi = (int(pst[BASE]) if keep else 0), int(pst[COUNT])
         rel = self._rel if keep and self._rel is not None else _NO_LABELS
@@ -372,10 +376,17 @@ class HostGraph:
                                    keep)
         pst[DEFERRED] = pst[DEFERRED] + kept if keep else 0
         pst[BASE] = hi
-        if not len(sel):
+        if len(sel):
+            pend.inflight = (order_pending(pend.owner, sel, self.num_vertices), 0)
+        self._finish_merge(pend)
+
+    def _finish_merge(self, pend: Pending) -> None:
+        """Merge the selected entries (flagged merged already), from where an exception
+        in making pool room stopped an earlier merge: never lost, never merged twice."""
+        if pend.inflight is None:
             return
-        idx = order_pending(pend.owner, sel, self.num_vertices)
-        r, stuck = 0, -1
+        idx, r = pend.inflight
+        stuck = -1
         while True:
             r, code = merge_pending(r, idx, pend.owner, pend.key, pend.elab, pend.ct, pend.dt,
                                     self.meta, self.seg_off, self.seg_len, self.seg_cap,
@@ -383,7 +394,9 @@ class HostGraph:
                                     self.dt)
             if code == K.DONE:
                 break
+            pend.inflight = (idx, r)
             stuck = self._pool_full(r, stuck)
+        pend.inflight = None
 
     def _pool_full(self, at: int, stuck: int) -> int:
         """Room in the pool for the work stopped at ``at``: collect, or grow when the last
@@ -470,7 +483,8 @@ class HostGraph:
     def dump(self) -> dict[str, npt.NDArray[np.generic]]:
         """The graph's exact state as arrays (views: copy or write them before the next
         update). :meth:`restore` of it gives back the same graph, ticks and ids included,
-        so matching after a restart is the matching of a graph never stopped."""
+        so matching after a restart is the matching of a graph never stopped. Deferred
+        edges are merged first (versions may move, the pool may grow)."""
         self.merge_deferred()
         n, m = self.num_vertices, self.pool_used
         out: dict[str, npt.NDArray[np.generic]] = {"meta": self.meta, "order": self._order,
@@ -515,7 +529,8 @@ class HostGraph:
                                                           npt.NDArray[np.int32],
                                                           npt.NDArray[np.int32]]:
         """Directed (a, b, label) for every alive edge, both orientations: now, or as a
-        reader of tick ``at`` sees them (``ct < at <= dt``; versions must be held)."""
+        reader of tick ``at`` sees them (``ct < at <= dt``; versions must be held).
+        Deferred edges are merged first (versions may move, the pool may grow)."""
         self.merge_deferred()
         n = self.num_vertices
         return visible_edges(self.seg_off[:n], self.seg_len[:n], self.key, self.elab, self.ct,

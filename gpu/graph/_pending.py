@@ -53,6 +53,8 @@ class Pending:
         self.ct = np.zeros(m, np.int64)
         self.dt = np.zeros(m, np.int64)
         self.mrg = np.zeros(edges, np.uint8)
+        #: a merge an exception stopped: its grouped entries and where to go on
+        self.inflight: tuple[npt.NDArray[np.int64], int] | None = None
 
     def arrays(self) -> tuple[npt.NDArray[np.generic], ...]:
         """The arguments of ``apply_batch`` after its output columns."""
@@ -125,8 +127,11 @@ def add_pending(a, b, ka, kb, el, t, h_key, h_val, pst, p_owner, p_key, p_elab, 
 def carry_deferred(h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
                    n_key, n_val, nst, n_owner, n_key_, n_elab, n_ct, n_dt, n_mrg):  # type: ignore[no-untyped-def]
     """Copy the unmerged edges (in order) into an empty store, and their pairs' table
-    entries (the newest edge of a pair last, so the table points at it)."""
+    entries (the newest edge of a pair last, so the table points at it). Those below BASE
+    are the deferred ones; any after it (a batch an exception stopped) stay to be
+    considered by the next merge."""
     k = 0
+    below = 0
     for j in range(pst[COUNT]):
         if p_mrg[j] != 0:
             continue
@@ -139,10 +144,12 @@ def carry_deferred(h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
         s = _slot(n_key, pair)
         n_key[s] = pair
         n_val[s] = k
+        if j < pst[BASE]:
+            below += 1
         k += 1
-    nst[BASE] = k
+    nst[BASE] = below
     nst[COUNT] = k
-    nst[DEFERRED] = k
+    nst[DEFERRED] = below
 
 
 @nb.njit(cache=True, nogil=True)

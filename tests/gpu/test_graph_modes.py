@@ -201,3 +201,33 @@ def test_pool_allocator_gets_a_length() -> None:
     g.apply(raw_stream(seed=6, n=3000, ids=300, hub_every=3))
     assert g.pool_used <= len(g.key) and g.num_vertices <= len(g.loff)
     _labels_exact(g)
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_a_merge_stopped_by_an_exception_loses_no_deferred_edge(fail_at: int) -> None:
+    """Making pool room may raise (out of memory) in the middle of merging deferred edges:
+    the next merge goes on from there, and the versions equal copy-on-write's."""
+    rng = np.random.default_rng(fail_at)
+    n = 400
+    stream = UpdateBatch.build(np.arange(n), np.zeros(n, np.int8), rng.integers(0, 60, n),
+                               rng.integers(0, 60, n), np.zeros(n, np.int32))
+    cow, inp = _graph(True, None, 16, 16), _graph(False, None, 16, 16)
+    inp.set_relevant_labels(frozenset())   # every edge deferred
+    for lo in range(0, n, 50):
+        cow.apply(stream.slice(lo, lo + 50))
+        inp.apply(stream.slice(lo, lo + 50))
+    calls, make_room = [0], inp._pool_full
+
+    def flaky(at: int, stuck: int) -> int:
+        calls[0] += 1
+        if calls[0] == fail_at:
+            raise MemoryError("no room (test)")
+        return make_room(at, stuck)
+
+    inp._pool_full = flaky   # type: ignore[method-assign]
+    with pytest.raises(MemoryError):
+        inp.merge_deferred()
+    inp._pool_full = make_room   # type: ignore[method-assign]
+    hv, iv = host_versions(cow), host_versions(inp)
+    assert all(np.array_equal(hv[v], iv[v]) for v in range(cow.num_vertices))
+    assert inp.num_edges == cow.num_edges
