@@ -32,9 +32,6 @@ class EdgeSet:
         self.vals = np.zeros(len(self.keys), np.int32)   # each pair's edge label
         self.st = np.zeros(2, np.int64)
 
-    def __len__(self) -> int:
-        return int(self.st[COUNT])
-
     def arrays(self) -> tuple[npt.NDArray[np.generic], ...]:
         return self.keys, self.vals, self.st
 
@@ -62,8 +59,8 @@ def _size(pairs: int) -> int:
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _find(keys, pair):  # type: ignore[no-untyped-def]
-    """The slot holding ``pair``, or -1."""
+def es_find(keys, pair):  # type: ignore[no-untyped-def]
+    """The slot holding ``pair`` (its label: vals[slot]), or -1."""
     mask = np.uint64(len(keys) - 1)
     i = _hash(pair) & mask
     while keys[i] != _EMPTY:
@@ -75,13 +72,7 @@ def _find(keys, pair):  # type: ignore[no-untyped-def]
 
 @nb.njit(cache=True, nogil=True)
 def es_has(keys, pair):  # type: ignore[no-untyped-def]
-    return _find(keys, pair) >= 0
-
-
-@nb.njit(cache=True, nogil=True)
-def es_find(keys, pair):  # type: ignore[no-untyped-def]
-    """The slot of ``pair`` (its label: vals[slot]), or -1."""
-    return _find(keys, pair)
+    return es_find(keys, pair) >= 0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -109,7 +100,7 @@ def es_add(keys, vals, st, pair, label):  # type: ignore[no-untyped-def]
 @nb.njit(cache=True, nogil=True)
 def es_remove(keys, st, pair):  # type: ignore[no-untyped-def]
     """Remove ``pair`` if present."""
-    i = _find(keys, pair)
+    i = es_find(keys, pair)
     if i >= 0:
         es_drop(keys, st, i)
 

@@ -226,10 +226,19 @@ class HostGraph:
                                  self.key, self.dt)
             self._dcount[0] = 0
 
+    @property
+    def _deferring(self) -> bool:
+        """In place with the standing queries' labels known: edges may be deferred."""
+        return not self.copy_on_write and self._rel is not None
+
+    def _too_many(self, n: int) -> bool:
+        """More deferred edges or logged deletions than kept before merging them."""
+        return n > max(self.DEFER_LIMIT, self.num_edges // 4)
+
     def _log_room(self, deletions: int) -> tuple[npt.NDArray[np.generic], ...]:
         """The deletion log with room for a batch's ``deletions`` (empty when nothing is
         deferred: the updater then ends every deletion in place)."""
-        if self.copy_on_write or self._rel is None:
+        if not self._deferring:
             return (_NO_LABELS, *(x[:0] for x in self._dlog), self._dcount)
         n = int(self._dcount[0])
         if len(self._dlog[2]) < n + deletions:
@@ -246,7 +255,7 @@ class HostGraph:
             return Pending(0)
         if self._rel is None:
             return Pending(inserts)
-        if int(self._dcount[0]) > max(self.DEFER_LIMIT, self.num_edges // 4):
+        if self._too_many(int(self._dcount[0])):
             self.merge_deferred()   # the deletion log too has a bound
         st = self._store
         if st is None:
@@ -254,7 +263,7 @@ class HostGraph:
         self._finish_merge(st)   # one an exception stopped: before anything is carried
         if st.room >= inserts:
             return st
-        if st.deferred > max(self.DEFER_LIMIT, self.num_edges // 4):
+        if self._too_many(st.deferred):
             self.merge_deferred()
             return Pending(inserts)
         return st.carried(inserts)
@@ -336,7 +345,7 @@ class HostGraph:
         self.edges.reserve(inserts)
         log = self._log_room(int(np.count_nonzero(batch.op == UpdateOp.DELETE_EDGE)))
         pend = self._pending_for(inserts)
-        if not self.copy_on_write and self._rel is not None:
+        if self._deferring:
             self._store = pend   # deferred edges stay the graph's whatever happens
         i, n_out, stuck = 0, 0, -1
         while True:
@@ -358,7 +367,7 @@ class HostGraph:
                 stuck = self._pool_full(i, stuck)
             else:
                 out.grow(n_out + int(self.vdeg.max()) + 16)
-        keep = not self.copy_on_write and self._rel is not None
+        keep = self._deferring
         self._merge(pend, keep=keep)
         self._store = pend if keep and pend.deferred else None
         self.ids.count = int(self.meta[K.IDCOUNT])

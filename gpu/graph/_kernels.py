@@ -15,7 +15,7 @@ import numpy as np
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 from ._edgeset import es_add, es_drop, es_find, es_has, es_remove
 from ._idmap import find_id, set_direct, slot_of
-from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of
+from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of, relevant
 
 # meta slots
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
@@ -59,13 +59,6 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
             return i
         i += 1
     return -1
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _relevant(la, lb, rel):  # type: ignore[no-untyped-def]
-    """Both labels among those the standing queries read (``rel``: a flag per label)."""
-    n = len(rel)
-    return 0 <= la < n and 0 <= lb < n and rel[la] and rel[lb]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -271,7 +264,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                         o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, el, t
                         n_out += 1
                         continue
-                if len(d_t) and not _relevant(vlabel[a], vlabel[b], rel):
+                if len(d_t) and not relevant(vlabel[a], vlabel[b], rel):
                     # no standing query reads it: its entries end when the deferred
                     # edges are merged (the deletion log), not now
                     t = _end_tick(a, b, meta, vdeg)
@@ -294,12 +287,12 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             if b < 0:
                 b = _new_vertex(y, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch, loff)
-            kb = make_key(vlabel[b], b)
             pair = pair_of(a, b)
             if es_has(e_keys, pair):   # alive (in a version or pending)
                 o_status[j] = _IGNORED
                 n_out += 1
                 continue
+            kb = make_key(vlabel[b], b)
             if not in_place:   # in place, insertions wait in the pending list
                 need = (_need(a, meta, seg_len, seg_cap, seg_batch)
                         + _need(b, meta, seg_len, seg_cap, seg_batch))

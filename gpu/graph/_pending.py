@@ -152,6 +152,14 @@ def carry_deferred(h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
     nst[DEFERRED] = below
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def relevant(la, lb, rel):  # type: ignore[no-untyped-def]
+    """Both labels among those the standing queries read (``rel``: a flag per label): the
+    edge's entries are merged before matching, not deferred."""
+    n = len(rel)
+    return 0 <= la < n and 0 <= lb < n and rel[la] and rel[lb]
+
+
 @nb.njit(cache=True, nogil=True)
 def select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep):  # type: ignore[no-untyped-def]
     """The entries of the unmerged edges lo..hi-1 to merge now, flagged merged: every one
@@ -163,12 +171,9 @@ def select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep):  # type: i
     for j in range(lo, hi):
         if p_mrg[j] != 0:
             continue
-        if keep:
-            la = vlabel[p_owner[2 * j]]
-            lb = np.int64(p_key[2 * j] >> np.int64(32))
-            if not (0 <= la < len(rel) and 0 <= lb < len(rel) and rel[la] and rel[lb]):
-                kept += 1
-                continue
+        if keep and not relevant(vlabel[p_owner[2 * j]], p_key[2 * j] >> np.int64(32), rel):
+            kept += 1
+            continue
         out[n] = 2 * j
         out[n + 1] = 2 * j + 1
         n += 2
