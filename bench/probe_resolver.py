@@ -41,7 +41,9 @@ PHASES = ("entry 3: the stall flag, the barrier", "raw updates from the control 
           "entry 2: lane ticks (device)", "front 5a: owners' space and items",
           "front 5c: entries into buckets (grid) + barrier",
           "front 5d: owners' space and items (grid) + two barriers",
-          "launch front: a range on the grid (two marks: front 1 + barrier, the rest)")
+          "launch front 1: ends, bound, pairs + barrier",
+          "launch front 2: ranks, replays + barrier", "launch front 3: verdict, ids + barrier",
+          "launch front 4: ticks, entries, rows + barrier")
 
 
 def _reset(upd: object) -> None:

@@ -73,7 +73,7 @@ class GpuConfig:
     #: warps per SM a launch gets at least, however few its units, and that stay to take
     #: the sub-tasks heavy units split off once the units run out (the rest exit then, so
     #: that other batches' kernels get the SMs)
-    min_warps_per_sm: int = 2
+    min_warps_per_sm: int = 8
     #: device bytes for neighbour arrays (0: no limit). A pool larger than this stays in
     #: host memory and batches read it through caches of budget / cache_slots bytes
     graph_budget_bytes: int = 0

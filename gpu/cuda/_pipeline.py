@@ -247,6 +247,7 @@ class DevicePipeline:
         self.stream = self.updater.stream
         self.depth = depth
         self._apply = kernel("update", "apply_step")
+        self._apply_small = kernel("update", "apply_step_small")   # no launch front
         self._build = kernel("update", "build_units")
         self._match = kernel("match", "match_step")
         self._collect = kernel("update", "collect_step")
@@ -393,6 +394,11 @@ class DevicePipeline:
                     self._back(block, *args)
                 finally:
                     back = s.end_capture()
+                # a graph's first launch uploads it to the device: done here, at set-up,
+                # not on a batch's path (each on the stream that launches it)
+                for front in fronts.values():
+                    front.upload(s)
+            back.upload(block.lane.stream)
             if any(k[0] != key[0] or k[2:] != key[2:] for k in block.graphs):
                 block.graphs.clear()
             self.captures += 1
@@ -433,7 +439,9 @@ class DevicePipeline:
         lane, ld = block.lane, block.lane.dev
         mark = mark or _nothing
         mark()
-        self._apply((grid or u.grid,), (TILE,), (
+        # the small grids serve launches of at most 128 updates: tiles only
+        small = 0 < grid < self._grid_sizes[-1]
+        (self._apply_small if small else self._apply)((grid or u.grid,), (TILE,), (
             block.ptr, d["front"], d["inp"], np.int64(cap), self._lane_tick,
             np.int32(lane.index), np.int32(len(self._lanes)), *resolver))
         mark()

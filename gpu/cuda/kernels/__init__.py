@@ -64,8 +64,11 @@ def _module(name: str) -> Any:
 def _defines() -> tuple[str, ...]:
     """Diagnostic builds: CSM_CUDA_PROBES=1 compiles update.cu's timing probes in
     (bench/probe_resolver.py; off, they compile to nothing); CSM_CUDA_LINEINFO=1 keeps
-    source lines for a profiler's per-line counters (ncu's source view)."""
-    flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo"}
+    source lines for a profiler's per-line counters (ncu's source view);
+    CSM_CUDA_NO_LAUNCH_FRONT=1 resolves every launch tile by tile (an A/B of the launch
+    front on one tree and one machine)."""
+    flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
+             "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT"}
     return tuple(flag for var, flag in flags.items() if os.environ.get(var) == "1")
 
 

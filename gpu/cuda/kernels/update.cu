@@ -41,6 +41,8 @@
 #define NEED_VERTEX 3
 // the grid's barrier timed out (its blocks could not all run at once): the graph is in doubt
 #define FAULT 5
+// launch_front's: the range does not fit there (the tiles resolve it); never a launch's code
+#define DECLINED 6
 
 // meta words (kept in device memory between launches; the host reads them back)
 enum { M_NV = 0, M_POOL_USED, M_TICK, M_BATCH, M_WATERMARK, M_NEDGES, M_GARBAGE,
@@ -537,6 +539,12 @@ enum { L_I0 = 0, L_N, L_STAMP, L_NV, L_TICK, L_NOUT, L_POOL, L_S, L_NINS, L_FLAG
        L_DEDGES, L_WORDS };
 // pairs named by more updates of a range than this leave it to the tiles
 #define LF_GMAX 32
+// CSM_CUDA_NO_LAUNCH_FRONT=1 (gpu/cuda/kernels/__init__.py) compiles it out: the A/B switch
+#ifdef CSM_NO_LAUNCH_FRONT
+#define LAUNCH_FRONT false
+#else
+#define LAUNCH_FRONT true
+#endif
 // Diagnostic probes (compiled in with CSM_CUDA_PROBES=1, gpu/cuda/kernels/__init__.py):
 // thread 0 of block 0 adds the nanoseconds since its previous mark to word W_PROBE + k and
 // counts the mark at W_PROBE + P_MAX + k (bench/probe_resolver.py reads them). Off, a mark
@@ -546,7 +554,8 @@ enum { L_I0 = 0, L_N, L_STAMP, L_NV, L_TICK, L_NOUT, L_POOL, L_S, L_NINS, L_FLAG
 static_assert(W_LF == W_PROBE + 2 * P_MAX + 2, "the launch front's words follow the probes'");
 enum { P_ENTRY = 0, P_RAW, P_META, P_BOUND, P_SORT, P_REPLAY, P_LIFE, P_BUCKET, P_FRONT,
        P_SEQ, P_SYNC1, P_COUNT, P_BUILD, P_STOP, P_TAIL, P_MAPPED, P_LANES, P_OWNERS,
-       P_SCATTER, P_GRIDOWN, P_LAUNCH };
+       P_SCATTER, P_GRIDOWN, P_LAUNCH, P_LF_REPLAY, P_LF_IDS, P_LF_ROWS, P_MARKS };
+static_assert(P_MARKS <= P_MAX, "the probes fit their words");
 #ifdef CSM_PROBES
 __device__ __forceinline__ void probe(unsigned long long* gw, int k, bool start = false) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -887,6 +896,93 @@ __device__ void pt_put(const Scratch& x, unsigned long long key, long long stamp
     x.pt_val[at] = val;
 }
 
+// What the parallel fronts (par_tile, launch_front) read of one raw update: its op, slots
+// and label, whether it is a candidate (no self-loop, no wildcard insertion), and its ends'
+// current vertices (-1: none yet).
+struct Raw {
+    int op, xs, ys, lb, a0, b0;
+    bool loop, wild, cand, ins;
+};
+__device__ __forceinline__ Raw read_raw(const Dev& g, const int* ops, const int* sx,
+                                        const int* sy, const int* lab, long long i, bool mine) {
+    Raw r;
+    r.op = mine ? ops[i] : -1; r.xs = mine ? sx[i] : 0; r.ys = mine ? sy[i] : 0;
+    r.lb = mine ? lab[i] : 0;
+    r.loop = mine && r.xs == r.ys;
+    r.wild = mine && r.op == OP_INS_E && r.lb == WILD;
+    r.cand = mine && !r.loop && !r.wild;
+    r.ins = r.cand && r.op == OP_INS_E;
+    r.a0 = mine ? g.slot_vid[r.xs] : -1;
+    r.b0 = mine && !r.loop ? g.slot_vid[r.ys] : -1;
+    return r;
+}
+
+// Front 1 of an insertion: an unknown end's first insertion is marked (code: 2 x the
+// update's index in its range, + 1 on the b side), and a vertex's first insertion in the
+// build counts its version (stamps only grow: a build's are above every earlier one's, and
+// its owner mark stamp + 1 above its count). Returns the lengths counted; they load
+// alongside the atomics, not after them.
+__device__ __forceinline__ long long first_touch(const Dev& g, const Scratch& x, const Raw& r,
+                                                 int code, long long stamp) {
+    if (r.ins && r.a0 < 0) atomicMin(x.slot_first + r.xs, code);
+    if (r.ins && r.b0 < 0) atomicMin(x.slot_first + r.ys, code + 1);
+    long long la = r.ins && r.a0 >= 0 ? g.len[r.a0] : 0;
+    long long lb = r.ins && r.b0 >= 0 ? g.len[r.b0] : 0;
+    long long lsum = 0;
+    if (r.ins && r.a0 >= 0 &&
+        atomicMax((unsigned long long*)(x.vtile + r.a0), (unsigned long long)stamp) < (unsigned long long)stamp)
+        lsum += la;
+    if (r.ins && r.b0 >= 0 &&
+        atomicMax((unsigned long long*)(x.vtile + r.b0), (unsigned long long)stamp) < (unsigned long long)stamp)
+        lsum += lb;
+    return lsum;
+}
+
+// The new vertex v of a slot, empty.
+__device__ __forceinline__ void new_vertex_row(const Dev& g, int v, int slot) {
+    g.vlabel[v] = 0; g.vext[v] = g.slot_ext[slot]; g.vslot[v] = slot; g.valive[v] = 1;
+    g.vdeg[v] = 0; g.off[v] = 0; g.len[v] = 0; g.cap[v] = 0; g.vbatch[v] = -1;
+    g.slot_vid[slot] = v;
+}
+
+// An applied insertion's two entries (at e, e + 1; their dt too unless `dt_later`: the
+// deletion that ends it writes it), and its ends claimed for the build: the first lane
+// naming a vertex on a side in each warp (m: the warp's applied insertions) claims it and
+// adds the side's new entries of it to its count (both sides' atomics in flight together).
+// new_a / new_b: the vertex was not yet an owner of the build; ca / cb: its count after.
+__device__ __forceinline__ void put_entries(const Dev& g, const Scratch& x, long long e, int a,
+                                            int b, int lb, long long tk, long long dt,
+                                            bool dt_later, unsigned m, long long stamp,
+                                            int lane, bool& new_a, bool& new_b, int& ca,
+                                            int& cb) {
+    int la = g.vlabel[a], lbv = g.vlabel[b];
+    x.e_owner[e] = a; x.e_key[e] = make_key(lbv, b); x.e_lab[e] = lb; x.e_ct[e] = tk;
+    x.e_owner[e + 1] = b; x.e_key[e + 1] = make_key(la, a); x.e_lab[e + 1] = lb;
+    x.e_ct[e + 1] = tk;
+    if (!dt_later) { x.e_dt[e] = dt; x.e_dt[e + 1] = dt; }
+    unsigned ga = __match_any_sync(m, a), gb = __match_any_sync(m, b);
+    bool ha = lane == __ffs(ga) - 1, hb = lane == __ffs(gb) - 1;
+    const unsigned long long mark = (unsigned long long)(stamp + 1);
+    int ka = __popc(ga), kb = __popc(gb);
+    unsigned long long oa = ha ? atomicMax((unsigned long long*)(x.vtile + a), mark) : mark;
+    unsigned long long ob = hb ? atomicMax((unsigned long long*)(x.vtile + b), mark) : mark;
+    ca = ha ? atomicAdd(x.vcnt + a, ka) + ka : 0;
+    cb = hb ? atomicAdd(x.vcnt + b, kb) + kb : 0;
+    new_a = oa < mark;
+    new_b = ob < mark;
+}
+
+// A raw update's primitive update, row j of the output.
+__device__ __forceinline__ void put_row(const Dev& g, const Out& o, long long j, long long i,
+                                        const Raw& r, bool ok, int a, int b, int el,
+                                        long long tk, int st) {
+    int reason = r.loop ? R_LOOP : r.wild ? R_WILD : R_NONE;
+    o.raw[j] = (int)i; o.op[j] = (signed char)r.op; o.a[j] = ok ? a : -1;
+    o.b[j] = ok ? b : -1; o.src[j] = g.slot_ext[r.xs]; o.dst[j] = g.slot_ext[r.ys];
+    o.el[j] = el; o.tick[j] = tk; o.status[j] = (signed char)st;
+    o.reason[j] = (signed char)reason;
+}
+
 // Resolve the edge-only tile [t0, t0 + nt) in parallel, the tile of a build that started
 // at update bs (its entries, owners and pool bounds are added to the build's; the grid
 // builds them later): returns DONE or what is full.
@@ -898,27 +994,11 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     long long eb = 2 * (t0 - bs);   // the build's entries before this tile
     bool mine = t < nt;
     long long i = t0 + t;
-    int op = mine ? ops[i] : -1, xs = mine ? sx[i] : 0, ys = mine ? sy[i] : 0;
-    int lb = mine ? lab[i] : 0;
-    bool loop = mine && xs == ys;
-    bool wild = mine && op == OP_INS_E && lb == WILD;
-    bool cand = mine && !loop && !wild;
-    bool ins = cand && op == OP_INS_E;
+    const Raw r = read_raw(g, ops, sx, sy, lab, i, mine);
+    const int op = r.op, xs = r.xs, ys = r.ys, lb = r.lb, a0 = r.a0, b0 = r.b0;
+    const bool loop = r.loop, wild = r.wild, cand = r.cand, ins = r.ins;
     // 1. new vertices (first valid insertion of an unknown slot) and the pool bound
-    int a0 = mine ? g.slot_vid[xs] : -1, b0 = mine && !loop ? g.slot_vid[ys] : -1;
-    if (ins && a0 < 0) atomicMin(x.slot_first + xs, 2 * t);
-    if (ins && b0 < 0) atomicMin(x.slot_first + ys, 2 * t + 1);
-    // a vertex's first insertion in the build counts its version (stamps only grow: a
-    // build's are above every earlier one's, and its owner mark stamp + 1 above its count);
-    // the lengths load alongside the atomics, not after them
-    long long la = ins && a0 >= 0 ? g.len[a0] : 0, lb0 = ins && b0 >= 0 ? g.len[b0] : 0;
-    long long lsum = 0;
-    if (ins && a0 >= 0 &&
-        atomicMax((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) < (unsigned long long)stamp)
-        lsum += la;
-    if (ins && b0 >= 0 &&
-        atomicMax((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) < (unsigned long long)stamp)
-        lsum += lb0;
+    long long lsum = first_touch(g, x, r, 2 * t, stamp);
     if (t == 0) sh.code = DONE;
     long long S = 0;   // (a 64-bit shared atomic per vertex would serialise the block)
     block_scan(lsum, sh.wsum_ll, &S);   // also orders the atomicMins above before the reads
@@ -943,10 +1023,7 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     for (int side = 0; side < 2; ++side) {
         if (!(side == 0 ? c0 : c1)) continue;
         int slot = side == 0 ? xs : ys;
-        int v = (int)(nv0 + rank + (side == 1 ? c0 : 0));
-        g.vlabel[v] = 0; g.vext[v] = g.slot_ext[slot]; g.vslot[v] = slot; g.valive[v] = 1;
-        g.vdeg[v] = 0; g.off[v] = 0; g.len[v] = 0; g.cap[v] = 0; g.vbatch[v] = -1;
-        g.slot_vid[slot] = v;
+        new_vertex_row(g, (int)(nv0 + rank + (side == 1 ? c0 : 0)), slot);
     }
     __syncthreads();
     if (t == 0) sh.s.nv = nv0 + n_new_v;
@@ -1042,8 +1119,8 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     // 3. ticks in arrival order
     bool applied = mine && sh.st[t] == ST_APPLIED;
     int n_app = 0;
-    int r = block_scan(applied ? 1 : 0, sh.wsum, &n_app);
-    if (applied) sh.tk[t] = sh.s.tick + r + 1;
+    int ar = block_scan(applied ? 1 : 0, sh.wsum, &n_app);
+    if (applied) sh.tk[t] = sh.s.tick + ar + 1;
     __syncthreads();
     // 4. lifetimes: in-place ends, new entries, degrees
     int de = 0;
@@ -1071,40 +1148,21 @@ __device__ int par_tile(const Dev& g, const Out& o, const Scratch& x, Shared& sh
     }
     long long end = insa && sh.delof[t] >= 0 ? sh.tk[sh.delof[t]] : INF;
     unsigned m = __ballot_sync(FULL, insa);
-    if (insa) {   // two entries; the first lane naming a vertex on a side in each warp
-                  // claims it for the build and adds the side's new entries of it to its
-                  // count (both sides' atomics in flight together)
-        long long e = eb + 2 * t;
-        int la = g.vlabel[a], lbv = g.vlabel[b];
-        x.e_owner[e] = a; x.e_key[e] = make_key(lbv, b); x.e_lab[e] = lb;
-        x.e_ct[e] = sh.tk[t]; x.e_dt[e] = end;
-        x.e_owner[e + 1] = b; x.e_key[e + 1] = make_key(la, a); x.e_lab[e + 1] = lb;
-        x.e_ct[e + 1] = sh.tk[t]; x.e_dt[e + 1] = end;
-        unsigned ga = __match_any_sync(m, a), gb = __match_any_sync(m, b);
-        bool ha = lane == __ffs(ga) - 1, hb = lane == __ffs(gb) - 1;
-        const unsigned long long mark = (unsigned long long)(stamp + 1);
-        int ka = __popc(ga), kb = __popc(gb);
-        unsigned long long oa = ha ? atomicMax((unsigned long long*)(x.vtile + a), mark) : mark;
-        unsigned long long ob = hb ? atomicMax((unsigned long long*)(x.vtile + b), mark) : mark;
-        int ca = ha ? atomicAdd(x.vcnt + a, ka) + ka : 0;
-        int cb = hb ? atomicAdd(x.vcnt + b, kb) + kb : 0;
-        if (oa < mark) x.owners[atomicAdd(&sh.n_owners, 1)] = a;
-        if (ob < mark) x.owners[atomicAdd(&sh.n_owners, 1)] = b;
+    if (insa) {
+        bool new_a, new_b;
+        int ca, cb;
+        put_entries(g, x, eb + 2 * t, a, b, lb, sh.tk[t], end, false, m, stamp, lane, new_a,
+                    new_b, ca, cb);
+        if (new_a) x.owners[atomicAdd(&sh.n_owners, 1)] = a;
+        if (new_b) x.owners[atomicAdd(&sh.n_owners, 1)] = b;
         if (ca > BUILD_KCAP || cb > BUILD_KCAP) sh.build_due = 1;
     }
     int d_edges = 0;
     block_scan(de, sh.wsum, &d_edges);   // also orders the writes above before the scan
     probe(x.gw, P_LIFE);
     // 6. the tile's primitive updates, one per raw update
-    if (mine) {
-        bool ok = sh.st[t] == ST_APPLIED;
-        int reason = loop ? R_LOOP : wild ? R_WILD : R_NONE;
-        long long j = n_out + t;
-        o.raw[j] = (int)i; o.op[j] = (signed char)op; o.a[j] = ok ? a : -1;
-        o.b[j] = ok ? b : -1; o.src[j] = g.slot_ext[xs]; o.dst[j] = g.slot_ext[ys];
-        o.el[j] = sh.el[t]; o.tick[j] = sh.tk[t]; o.status[j] = sh.st[t];
-        o.reason[j] = (signed char)reason;
-    }
+    if (mine) put_row(g, o, n_out + t, i, r, sh.st[t] == ST_APPLIED, a, b, sh.el[t], sh.tk[t],
+                      sh.st[t]);
     __syncthreads();
     if (t == 0) {
         sh.s.tick += n_app;
@@ -1318,8 +1376,9 @@ __device__ void build_front(const Dev& g, const Scratch& x, Shared& sh, long lon
 // in order. Nothing of the graph is written before every block knows the range fits (the
 // tiles' bounds: output, vertices, pool; no pair in more than LF_GMAX updates, no vertex
 // named by more than BUILD_KCAP insertions); otherwise the scratch is put back and the
-// tiles resolve the range. Four barriers. Returns DONE, NEED_POOL (not taken) or FAULT;
-// block 0 then takes the totals into its state.
+// tiles resolve the range. Four barriers. Returns DONE, DECLINED or FAULT (terminal: the
+// scratch may be left dirty, and the updater raises from then on); block 0 then takes the
+// totals into its state.
 __device__ long long lf_blocks_before(const Scratch& x, int k, int blocks_before) {
     long long s = 0;
     for (int j = 0; j < blocks_before; ++j) s += x.blk[3 * j + k];
@@ -1339,27 +1398,14 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
     long long u = (long long)blockIdx.x * TILE + t;
     bool mine = work && u < N;
     long long i = i0 + u;
-    int op = mine ? ops[i] : -1, xs = mine ? sx[i] : 0, ys = mine ? sy[i] : 0;
-    int lb = mine ? lab[i] : 0;
-    bool loop = mine && xs == ys;
-    bool wild = mine && op == OP_INS_E && lb == WILD;
-    bool cand = mine && !loop && !wild;
-    bool ins = cand && op == OP_INS_E;
-    int a0 = mine ? g.slot_vid[xs] : -1, b0 = mine && !loop ? g.slot_vid[ys] : -1;
+    const Raw r = read_raw(g, ops, sx, sy, lab, i, mine);
+    const int op = r.op, xs = r.xs, ys = r.ys, lb = r.lb, a0 = r.a0, b0 = r.b0;
+    const bool loop = r.loop, cand = r.cand, ins = r.ins;
     int h = -1, pos = 0;
     // 1. new vertices' first insertions, the versions' lengths (the pool bound), crowding,
     //    and each pair's group
     if (work) {
-        if (ins && a0 < 0) atomicMin(x.slot_first + xs, 2 * (int)u);
-        if (ins && b0 < 0) atomicMin(x.slot_first + ys, 2 * (int)u + 1);
-        long long la = ins && a0 >= 0 ? g.len[a0] : 0, lb0 = ins && b0 >= 0 ? g.len[b0] : 0;
-        long long lsum = 0;
-        if (ins && a0 >= 0 &&
-            atomicMax((unsigned long long*)(x.vtile + a0), (unsigned long long)stamp) < (unsigned long long)stamp)
-            lsum += la;
-        if (ins && b0 >= 0 &&
-            atomicMax((unsigned long long*)(x.vtile + b0), (unsigned long long)stamp) < (unsigned long long)stamp)
-            lsum += lb0;
+        long long lsum = first_touch(g, x, r, 2 * (int)u, stamp);
         int ka = group_add(x.slot_tally, xs, 1, ins, lane) + 1;
         int kb = group_add(x.slot_tally, ys, 1, ins, lane) + 1;
         bool flag = ins && (ka > BUILD_KCAP || kb > BUILD_KCAP);
@@ -1400,7 +1446,7 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
             bool alive = e >= 0;
             int cur = alive ? g.elab[e] : 0;
             int pending = -1, last = -1;
-            for (int r = 0; r < k; ++r) {   // members in arrival order
+            for (int rr = 0; rr < k; ++rr) {   // members in arrival order
                 int m = (int)u;
                 if (k > 1) {
                     m = 0x7fffffff;
@@ -1424,6 +1470,7 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
         }
     }
     if (!grid_sync(x.gw, blocks)) return FAULT;
+    probe(x.gw, P_LF_REPLAY);
     // 3. the verdict (every block alike); the scratch back to empty either way
     long long S = (long long)lw[L_S], n_ins = (long long)lw[L_NINS];
     long long n_new = lf_blocks_before(x, 0, nblk), nv0 = (long long)lw[L_NV];
@@ -1438,7 +1485,7 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
     }
     if (!ok) {
         if (!grid_sync(x.gw, blocks)) return FAULT;   // put back before the tiles start
-        return NEED_POOL;
+        return DECLINED;
     }
     int st = mine ? (cand ? x.lf_st[i - i0] : ST_REJECTED) : ST_IGNORED;
     bool applied = mine && st == ST_APPLIED;
@@ -1448,16 +1495,14 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
         for (int side = 0; side < 2; ++side) {
             if (!(side == 0 ? c0 : c1)) continue;
             int slot = side == 0 ? xs : ys;
-            int v = (int)(v0 + (side == 1 ? c0 : 0));
-            g.vlabel[v] = 0; g.vext[v] = g.slot_ext[slot]; g.vslot[v] = slot; g.valive[v] = 1;
-            g.vdeg[v] = 0; g.off[v] = 0; g.len[v] = 0; g.cap[v] = 0; g.vbatch[v] = -1;
-            g.slot_vid[slot] = v;
+            new_vertex_row(g, (int)(v0 + (side == 1 ? c0 : 0)), slot);
         }
         int nab = 0;
         arank = block_scan(applied ? 1 : 0, sh.wsum, &nab);
         if (t == 0) x.blk[3 * blockIdx.x + 1] = nab;
     }
     if (!grid_sync(x.gw, blocks)) return FAULT;
+    probe(x.gw, P_LF_IDS);
     // 4. ticks in arrival order, lifetimes, new entries, owners, degrees, output rows
     if (work) {
         int a = a0 >= 0 || !mine ? a0 : g.slot_vid[xs];
@@ -1490,33 +1535,16 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
         }
         unsigned m = __ballot_sync(FULL, insa);
         if (insa) {   // as the tiles' front 4 (the deletion that ends it sets dt)
-            long long e = 2 * u;
-            int la = g.vlabel[a], lbv = g.vlabel[b];
-            x.e_owner[e] = a; x.e_key[e] = make_key(lbv, b); x.e_lab[e] = lb; x.e_ct[e] = tk;
-            x.e_owner[e + 1] = b; x.e_key[e + 1] = make_key(la, a); x.e_lab[e + 1] = lb;
-            x.e_ct[e + 1] = tk;
-            if (link < 0) { x.e_dt[e] = INF; x.e_dt[e + 1] = INF; }
-            unsigned ga = __match_any_sync(m, a), gb = __match_any_sync(m, b);
-            bool ha = lane == __ffs(ga) - 1, hb = lane == __ffs(gb) - 1;
-            const unsigned long long mark = (unsigned long long)(stamp + 1);
-            int ka = __popc(ga), kb = __popc(gb);
-            unsigned long long oa = ha ? atomicMax((unsigned long long*)(x.vtile + a), mark) : mark;
-            unsigned long long ob = hb ? atomicMax((unsigned long long*)(x.vtile + b), mark) : mark;
-            if (ha) atomicAdd(x.vcnt + a, ka);
-            if (hb) atomicAdd(x.vcnt + b, kb);
-            if (oa < mark) x.owners[atomicAdd(x.gw + W_LF + L_NOWN, 1ULL)] = a;
-            if (ob < mark) x.owners[atomicAdd(x.gw + W_LF + L_NOWN, 1ULL)] = b;
+            bool new_a, new_b;
+            int ca, cb;
+            put_entries(g, x, 2 * u, a, b, lb, tk, INF, link >= 0, m, stamp, lane, new_a,
+                        new_b, ca, cb);
+            if (new_a) x.owners[atomicAdd(x.gw + W_LF + L_NOWN, 1ULL)] = a;
+            if (new_b) x.owners[atomicAdd(x.gw + W_LF + L_NOWN, 1ULL)] = b;
         }
         for (int d = 16; d > 0; d >>= 1) de += __shfl_down_sync(FULL, de, d);
         if (lane == 0 && de) atomicAdd(x.gw + W_LF + L_DEDGES, (unsigned long long)(long long)de);
-        if (mine) {
-            int reason = loop ? R_LOOP : wild ? R_WILD : R_NONE;
-            long long j = n_out0 + u;
-            o.raw[j] = (int)i; o.op[j] = (signed char)op; o.a[j] = applied ? a : -1;
-            o.b[j] = applied ? b : -1; o.src[j] = g.slot_ext[xs]; o.dst[j] = g.slot_ext[ys];
-            o.el[j] = el; o.tick[j] = tk; o.status[j] = (signed char)st;
-            o.reason[j] = (signed char)reason;
-        }
+        if (mine) put_row(g, o, n_out0 + u, i, r, applied, a, b, el, tk, st);
     }
     if (!grid_sync(x.gw, blocks)) return FAULT;
     if (blockIdx.x == 0 && t == 0) {   // block 0's state, as after the tiles of a build
@@ -1528,7 +1556,7 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
         sh.lensum += S;
     }
     __syncthreads();
-    probe(x.gw, P_LAUNCH);
+    probe(x.gw, P_LF_ROWS);
     return DONE;
 }
 
@@ -1553,6 +1581,7 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
 // pipeline's watermark, min(tick before the batch, hold - 1): matching of earlier batches
 // has finished in stream order, so only a host hold keeps older entries. Only the first
 // `blocks` blocks take part (active_blocks); the others have returned.
+template <bool WHOLE>
 __device__ int resolve_grid(long long i0, long long n_out0, long long n, const int* ops,
                             const int* sx, const int* sy, const int* lab, long long hold,
                             int blocks, int build_tiles, const State* pre, Tail* fin,
@@ -1599,8 +1628,9 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     int gwarp = blockIdx.x * NWARPS + (t >> 5), nwarps = blocks * NWARPS;
     long long bs = i;   // the first update of the build being gathered
     int tiles = 0, stop = DONE;
-    bool whole = true;   // a fresh build of more than a tile goes to launch_front (until
-                         // a range does not fit there: then the tiles, to the end)
+    // a fresh build of more than a tile goes to launch_front, except a range it declined
+    // (or that holds a vertex operation), which the tiles resolve
+    long long tiles_until = i;
     for (int round = 0; !faulted; ++round) {
         if (lead) {   // resolve tiles until the build is due (or a vertex operation's tile)
             int state = T_STOP;
@@ -1611,8 +1641,8 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                 if (t < nt && ops[i + t] >= OP_INS_V) sh.vertex_ops = 1;
                 __syncthreads();
                 long long take = min(n - i, (long long)build_tiles * TILE);
-                if (whole && tiles == 0 && stop == DONE && !sh.vertex_ops && !sh.build_due &&
-                    take > TILE && (long long)blocks * TILE >= take) {
+                if (WHOLE && i >= tiles_until && tiles == 0 && stop == DONE && !sh.vertex_ops &&
+                    !sh.build_due && take > TILE && (long long)blocks * TILE >= take) {
                     if (t == 0) sh.range_ops = 0;
                     __syncthreads();
                     for (long long j = i + TILE + t; j < i + take; j += TILE)
@@ -1631,7 +1661,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
                         state = T_LAUNCH;
                         break;
                     }
-                    whole = false;
+                    tiles_until = i + take;
                 }
                 if (stop == DONE && i < n && !sh.vertex_ops && tiles < build_tiles &&
                     !sh.build_due) {
@@ -1714,7 +1744,7 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
         }
         probe(x.gw, P_SYNC1);
         if (state == T_NEXT) continue;
-        if (state == T_LAUNCH) {
+        if (WHOLE && state == T_LAUNCH) {
             int c = launch_front(g, o, x, sh, ops, sx, sy, lab, blocks);
             if (c == FAULT) {
                 code = FAULT;
@@ -1722,15 +1752,16 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
             }
             if (lead) {
                 long long take = (long long)vw[W_LF + L_N];
-                if (c == DONE) {   // as after its tiles: the next round builds
-                    i += take;
+                if (c == DONE) {   // as after its tiles: the next round builds it, and no
+                    i += take;     // tile joins the build (the front wrote no pair table)
                     n_out += take;
                     tiles = (int)((take + TILE - 1) / TILE);
-                } else {           // the tiles take it, with a stamp of their own
-                    whole = false;
+                    if (t == 0) sh.build_due = 1;
+                } else {           // DECLINED: the tiles take it, with a stamp of their own
+                    tiles_until = i + take;
                     if (t == 0) ++sh.builds;
-                    __syncthreads();
                 }
+                __syncthreads();
             }
             continue;
         }
@@ -1803,8 +1834,8 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     int blocks = active_blocks(n - i0);
     if ((int)blockIdx.x >= blocks) return;
     probe((unsigned long long*)scratch_ptrs[29], P_ENTRY, true);
-    resolve_grid(i0, n_out0, n, ops, sx, sy, lab, -1, blocks, min(max(build_tiles, 1), BUILD_TILES),
-                 nullptr, nullptr, APPLY_PASS);
+    resolve_grid<LAUNCH_FRONT>(i0, n_out0, n, ops, sx, sy, lab, -1, blocks,
+                               min(max(build_tiles, 1), BUILD_TILES), nullptr, nullptr, APPLY_PASS);
 }
 
 // ---- The pipeline (gpu/cuda/_pipeline.py): one batch = apply_step, build_units,
@@ -1829,9 +1860,10 @@ enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTA
 // lane_tick[l]: the tick before the last batch matched on lane l (match lanes run
 // concurrently, each on its own stream; this batch's lane has finished its previous one,
 // the others may still run theirs). The watermark keeps every entry their ticks can see.
-extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
-    long long* ctrl, int* dims, int* in, long long in_cap, long long* lane_tick, int lane,
-    int lanes, APPLY_ARGS) {
+#define STEP_ARGS long long* ctrl, int* dims, int* in, long long in_cap, long long* lane_tick, \
+    int lane, int lanes, APPLY_ARGS
+template <bool WHOLE>
+__device__ __forceinline__ void apply_step_body(STEP_ARGS) {
     __shared__ int skip;
     __shared__ long long n, hold;
     __shared__ State s0;
@@ -1887,8 +1919,8 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
     }
     __syncthreads();
     probe(gw, P_RAW);
-    int code = resolve_grid(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
-                            hold, blocks, BUILD_TILES, &s0, &fin, APPLY_PASS);
+    int code = resolve_grid<WHOLE>(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
+                                   hold, blocks, BUILD_TILES, &s0, &fin, APPLY_PASS);
     if (t == 0 && blockIdx.x == 0) {
         ctrl[C_CODE] = code; ctrl[C_RESUME] = fin.resume; ctrl[C_NOUT] = fin.n_out;
         ctrl[C_TICK0] = s0.tick; ctrl[C_TICK1] = fin.s.tick; ctrl[C_MAXLEN] = fin.s.maxlen;
@@ -1896,6 +1928,16 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(
         if (code != DONE) dims[D_STALL] = 1;
         else dims[D_NOUT] = (int)fin.n_out;
     }
+}
+
+// The full grid's step (launches of up to LAUNCH_CAP updates: the launch front), and the
+// small grids' (launches of up to 128: the tiles alone, a kernel without the launch front's
+// registers and spills)
+extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step(STEP_ARGS) {
+    apply_step_body<LAUNCH_FRONT>(ctrl, dims, in, in_cap, lane_tick, lane, lanes, APPLY_PASS);
+}
+extern "C" __global__ void __launch_bounds__(TILE, 1) apply_step_small(STEP_ARGS) {
+    apply_step_body<false>(ctrl, dims, in, in_cap, lane_tick, lane, lanes, APPLY_PASS);
 }
 
 // plan table fields (must equal kernels/match.cu and gpu/planning/_planner.py)
