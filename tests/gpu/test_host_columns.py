@@ -7,6 +7,7 @@ import numpy as np
 
 from gpu._result_columns import result_columns
 from gpu.cuda._host_columns import (
+    ResultRows,
     insert_multiplicity,
     intern_ends,
     note_ext,
@@ -58,6 +59,42 @@ def test_read_batch_equals_the_separate_readings() -> None:
         w_ext = np.zeros(1000, np.int64)
         note_ext(w_ext, ops.a, ops.src, ops.b, ops.dst)
         assert np.array_equal(vext, w_ext)
+
+
+def test_result_rows_of_parts_equal_the_parts_concatenated() -> None:
+    """A split batch's parts read (or put, as a part the host path finished) straight into
+    its columns give what concatenating each part's own columns gave: raw and applied
+    indices offset by the part's first row, counts in row order, tallies summed."""
+    rng = np.random.default_rng(5)
+    nq, cap = 2, 64
+    sizes = (37, 1, 0, 20, 9)
+    scale = np.array([rng.integers(1, 5, nq), rng.integers(1, 3, nq)], np.int64)
+    rows, want, vext = ResultRows(sum(sizes), nq), [], np.zeros(1000, np.int64)
+    row0 = 0
+    for part, n in enumerate(sizes):
+        out, lo, at = _block(rng, cap), int(rng.integers(0, cap - n + 1)), 3
+        op = rng.integers(0, 2, n).astype(np.int8)
+        src = rng.integers(0, 1 << 40, n).astype(np.int64)
+        dst = rng.integers(0, 1 << 40, n).astype(np.int64)
+        ctrl = rng.integers(-9, 50, at + n * nq).astype(np.int64)
+        got = read_batch(out, ctrl, lo, at, op, src, dst, scale[0], scale[1], vext)
+        want.append(got)
+        if part == 3:
+            cols, ei, counts, sub, tally = got
+            rows.put(cols, ei, counts, sub, tally, row0)
+        else:
+            k = rows.read(out, ctrl, lo, at, op, src, dst, scale[0], scale[1], vext, row0)
+            assert k == len(got[1])
+        row0 += n
+    cols, ei, counts, sub, tally = rows.columns()
+    at = [int(x) for x in np.cumsum([0, *sizes[:-1]])]
+    for f, col in enumerate(cols):
+        parts = [w[0][f] + (o if f == 0 else 0) for w, o in zip(want, at, strict=True)]
+        assert col.dtype == parts[0].dtype and np.array_equal(col, np.concatenate(parts))
+    assert np.array_equal(ei, np.concatenate([w[1] + o for w, o in zip(want, at, strict=True)]))
+    assert np.array_equal(counts, np.concatenate([w[2] for w in want]))
+    assert np.array_equal(sub, np.concatenate([w[3] for w in want]))
+    assert np.array_equal(tally, np.sum([w[4] for w in want], axis=0))
 
 
 def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
