@@ -222,6 +222,9 @@ class _Block:
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
         self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
         self.ptr = device_pointer(self.ctrl)
+        #: the new vertices' external ids of its batches (two an update, the rows' own
+        #: places), copied to the device from here; reused once its launch has been read
+        self.ext = mapped_zeros(2 * cap, np.dtype(np.int64))
         # recorded again at each launch of the block (its previous one has been read)
         self.fronted = cp.cuda.Event(disable_timing=True)   # after its front
         self.backed = cp.cuda.Event()                        # after its back
@@ -516,7 +519,7 @@ class DevicePipeline:
         if g is None:
             g = self._open = self._new_launch()
         o = g.n
-        self.updater.stage(batch, g.block.inp, o)
+        self.updater.stage(batch, g.block.inp, o, g.block.ext[2 * o:2 * (o + n)])
         g.n += n
         if self._after is not None:
             g.split, g.after = True, self._after
