@@ -135,6 +135,7 @@ class BatchTicket:
             event.synchronize()
 
     def wait(self) -> BatchColumns:
+        """Its columns (a split batch's part: ``_PLACED``, its rows being in the batch's)."""
         if self.result is None:
             self.pipe.take(self)
         assert self.result is not None
@@ -171,7 +172,8 @@ class SplitTicket:
     def wait(self) -> BatchColumns:
         if self.result is None:
             for p in self.parts:   # each read into its rows of the batch's columns
-                p.wait()
+                got = p.wait()
+                assert got is _PLACED
             cols, applied, counts, sub, tally = self.rows.columns()
             self.result = BatchColumns(OpTable(*cols), applied, counts, sub, tally)
         return self.result
@@ -358,8 +360,9 @@ class DevicePipeline:
         self._blocks += [_Block(self.cp, LAUNCH_CAP, nq, self._lanes[i % len(self._lanes)])
                          for i in range(len(self._blocks), self.depth)]
         self._next = 0
-        # the id map's room for a launch's new ends (stage reserves two an update): a
-        # rehash on a batch's path took 0.6 ms of a fresh engine's first 16,384 launch
+        # the id map's room for a launch's new ends (stage reserves two an update), so a
+        # fresh engine's first launches do not rehash it (0.6 ms of a first 16,384 launch);
+        # later growth doubles the map, once in a while
         self.updater.ids.reserve(2 * cap)
         maxlen = int(self.updater.meta[M_MAXLEN])
         self._stride = max(self._stride, _stride_for(maxlen, 0))
