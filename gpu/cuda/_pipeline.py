@@ -98,6 +98,7 @@ _PLACED = BatchColumns(OpTable(*(np.zeros(0, np.int64) for _ in dataclasses.fiel
                        np.zeros(0, np.int64), np.zeros((0, 0), np.int64), np.zeros(0, np.int32),
                        np.zeros(5, np.int64))
 
+
 class BatchTicket:
     """One submitted batch: rows lo..lo+len(batch)-1 of its launch (a launch carries
     every batch submitted while the device was busy); ``wait`` returns its columns, its
