@@ -80,7 +80,7 @@ _FREE_LANE = 1 << 62   # a lane's tick word while nothing of it is in flight
 #: updates a launch holds (set up at registration): a larger batch is split into
 #: consecutive launches, read back as one (so resolving part k+1 overlaps matching part k,
 #: and no batch size makes the pipeline drain and allocate again)
-LAUNCH_CAP = 4096
+LAUNCH_CAP = 8192
 
 
 class BatchColumns(NamedTuple):
