@@ -40,10 +40,12 @@ def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def find_id(keys, vals, used, direct, x):  # type: ignore[no-untyped-def]
-    """Internal id of external ``x``, or -1 (absent or deleted)."""
-    if np.uint64(x) < np.uint64(len(direct)):
-        return direct[x]
+def probe_id(keys, vals, used, x):  # type: ignore[no-untyped-def]
+    """Internal id of external ``x`` from the table, or -1 (absent or deleted). Callers
+    read ``direct`` first themselves (``direct[x] if x < len(direct) else probe_id(...)``):
+    an inlined function with array arguments and branches keeps its arguments' reference
+    counts, atomic operations numba's pruning does not remove, so passing the direct array
+    in cost eight of them a lookup (0.4 ms of Enron's 18,383 insertions)."""
     s = slot_of(keys, used, x)
     return vals[s] if used[s] != 0 else np.int32(-1)
 

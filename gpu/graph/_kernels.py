@@ -14,7 +14,7 @@ import numpy as np
 
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 from ._edgeset import es_add, es_drop, es_find, es_has, es_remove
-from ._idmap import find_id, set_direct, slot_of
+from ._idmap import probe_id, set_direct, slot_of
 from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of, relevant
 
 # meta slots
@@ -217,7 +217,6 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
     pool_cap = len(key)
     in_place = meta[IN_PLACE] != 0
     out_cap = len(o_raw)
-    nbrs = np.empty(0, np.int32)
     for i in range(i0, len(ops)):
         op = ops[i]
         x, y, lb = src[i], dst[i], lab[i]
@@ -245,8 +244,9 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 o_reason[j] = _R_WILD
                 n_out += 1
                 continue
-            a = find_id(keys, vals, used, direct, x)
-            b = find_id(keys, vals, used, direct, y)
+            nd = np.uint64(len(direct))
+            a = direct[x] if np.uint64(x) < nd else probe_id(keys, vals, used, x)
+            b = direct[y] if np.uint64(y) < nd else probe_id(keys, vals, used, y)
             if op == _DEL_E:
                 s_ = es_find(e_keys, pair_of(a, b)) if a >= 0 and b >= 0 else np.int64(-1)
                 if s_ < 0:   # not alive: a missing delete costs one probe
@@ -352,8 +352,9 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
         d = vdeg[a]
         if n_out + d + 1 > out_cap:
             return i, n_out, NEED_OUT
-        if len(nbrs) < d:
-            nbrs = np.empty(2 * d, np.int32)
+        # allocated here, not kept across updates: an array variable live around the
+        # update loop costs two atomic reference-count operations every update
+        nbrs = np.empty(d, np.int32)
         off, n = seg_off[a], seg_len[a]
         m = 0
         for e in range(off, off + n):
