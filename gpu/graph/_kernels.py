@@ -352,10 +352,11 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
         d = vdeg[a]
         if n_out + d + 1 > out_cap:
             return i, n_out, NEED_OUT
-        # allocated here, not kept across updates: an array variable live around the
-        # update loop costs two atomic reference-count operations every update
-        nbrs = np.empty(d, np.int32)
         off, n = seg_off[a], seg_len[a]
+        # allocated here, not kept across updates: an array variable live around the
+        # update loop costs two atomic reference-count operations every update; n
+        # entries bound the live ones whatever the degree says
+        nbrs = np.empty(n, np.int32)
         m = 0
         for e in range(off, off + n):
             if dt[e] == _INF:
