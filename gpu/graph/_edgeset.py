@@ -55,7 +55,10 @@ class EdgeSet:
 
 
 def _size(pairs: int) -> int:
-    return 1 << max(4, (4 * max(pairs, 1) - 1).bit_length())
+    """Slots for ``pairs``: a load of a quarter to a half. At a quarter to an eighth
+    (Enron: 8 MB of keys) the probe of each insertion missed the cache for 55% of
+    ``apply_batch``'s samples; half the table took it from 1.7 to 1.25 ms."""
+    return 1 << max(4, (2 * max(pairs, 1) - 1).bit_length())
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
