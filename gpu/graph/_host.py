@@ -43,6 +43,7 @@ from ._pending import BASE, COUNT, DEFERRED, Pending, select_pending
 __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 
 _NO_LABELS = np.zeros(0, np.bool_)
+_INSERT_VERTEX = int(UpdateOp.INSERT_VERTEX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,16 +335,16 @@ class HostGraph:
     # -- updates --------------------------------------------------------------
     def apply(self, batch: UpdateBatch) -> OpTable:
         n = len(batch)
-        if self.loff.shape[1] and len(batch) and int(batch.op.max()) >= UpdateOp.INSERT_VERTEX:
+        inserts, deletions, top = K.op_counts(batch.op)
+        if self.loff.shape[1] and top >= _INSERT_VERTEX:
             self._widen_labels(batch)
         self.reserve_vertices(2)   # more when the kernel asks (NEED_VERTS): an edge stream
         # over known vertices reserves nothing and never looks its ids up twice
         self.meta[K.BATCH] += 1
         cap = n + 16
         out = _OutBuffers(cap)
-        inserts = int(np.count_nonzero(batch.op == UpdateOp.INSERT_EDGE))
         self.edges.reserve(inserts)
-        log = self._log_room(int(np.count_nonzero(batch.op == UpdateOp.DELETE_EDGE)))
+        log = self._log_room(deletions)
         pend = self._pending_for(inserts)
         if self._deferring:
             self._store = pend   # deferred edges stay the graph's whatever happens

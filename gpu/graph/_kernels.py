@@ -440,6 +440,19 @@ def compact(meta, nv, order, end, seg_off, seg_len, seg_cap, key, elab, ct, dt):
 
 
 @nb.njit(cache=True, nogil=True)
+def op_counts(op):  # type: ignore[no-untyped-def]
+    """A batch's edge insertions, edge deletions and largest op, in one pass (three numpy
+    reductions and their enum lookups were about 6 us of a 64-update batch)."""
+    ins = dels = 0
+    top = np.int8(-1)
+    for i in range(len(op)):
+        ins += op[i] == _INS_E
+        dels += op[i] == _DEL_E
+        top = max(top, op[i])
+    return ins, dels, top
+
+
+@nb.njit(cache=True, nogil=True)
 def applied_edges(op, status):  # type: ignore[no-untyped-def]
     """Indices of the applied edge updates (OpTable.applied_edges): one pass, where numpy
     took four calls (about 7 us a batch at b = 8)."""
