@@ -40,7 +40,9 @@ class EdgeSet:
         them)."""
         if 2 * (int(self.st[COUNT]) + int(self.st[TOMBS]) + extra) <= len(self.keys):
             return
-        keys = np.full(_size(int(self.st[COUNT]) + extra), _EMPTY, np.int64)
+        # rebuilt at a quarter load at most: at half, a sliding window (as many deletions
+        # as insertions a batch) just under a power of two would rebuild every batch
+        keys = np.full(_size(2 * (int(self.st[COUNT]) + extra)), _EMPTY, np.int64)
         vals = np.zeros(len(keys), np.int32)
         st = np.zeros(2, np.int64)
         _rehash(self.keys, self.vals, keys, vals, st)
