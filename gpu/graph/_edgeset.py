@@ -15,6 +15,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .._jit import leaf
 from ._idmap import _hash
 
 __all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_has", "es_remove"]
@@ -63,7 +64,7 @@ def _size(pairs: int) -> int:
     return 1 << max(4, (2 * max(pairs, 1) - 1).bit_length())
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@leaf
 def es_find(keys, pair):  # type: ignore[no-untyped-def]
     """The slot holding ``pair`` (its label: vals[slot]), or -1."""
     mask = np.uint64(len(keys) - 1)

@@ -27,6 +27,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .._jit import leaf
 from .._types import INF_TICK
 from ._idmap import _hash
 
@@ -93,7 +94,7 @@ def _slot(h_key, pair):  # type: ignore[no-untyped-def]
     return i
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def find_pending(h_key, h_val, pst, p_dt, p_mrg, pair):  # type: ignore[no-untyped-def]
     """Pending edge j holding ``pair`` alive (not yet merged), or -1."""
     if pst[COUNT] == 0:
@@ -152,7 +153,7 @@ def carry_deferred(h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
     nst[DEFERRED] = below
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@leaf
 def relevant(la, lb, rel):  # type: ignore[no-untyped-def]
     """Both labels among those the standing queries read (``rel``: a flag per label): the
     edge's entries are merged before matching, not deferred."""
