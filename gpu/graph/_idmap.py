@@ -16,6 +16,8 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .._jit import leaf
+
 __all__ = ["IdMap"]
 
 _EMPTY = np.uint8(0)
@@ -39,13 +41,13 @@ def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
     return np.int64(i)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def probe_id(keys, vals, used, x):  # type: ignore[no-untyped-def]
-    """Internal id of external ``x`` from the table, or -1 (absent or deleted). Callers
-    read ``direct`` first themselves (``direct[x] if x < len(direct) else probe_id(...)``):
-    an inlined function with array arguments and branches keeps its arguments' reference
-    counts, atomic operations numba's pruning does not remove, so passing the direct array
-    in cost eight of them a lookup (design.md, issue 20 round 12)."""
+@leaf
+def find_id(keys, vals, used, direct, x):  # type: ignore[no-untyped-def]
+    """Internal id of external ``x``, or -1 (absent or deleted). A ``leaf``: inlined by
+    numba's IR with its four arrays (``inline="always"``), it cost eight atomic
+    reference-count operations a lookup (design.md, issue 20 round 12)."""
+    if np.uint64(x) < np.uint64(len(direct)):
+        return direct[x]
     s = slot_of(keys, used, x)
     return vals[s] if used[s] != 0 else np.int32(-1)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 from ._edgeset import es_add, es_drop, es_find, es_has, es_remove
-from ._idmap import probe_id, set_direct, slot_of
+from ._idmap import find_id, set_direct, slot_of
 from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of, relevant
 
 # meta slots
@@ -244,9 +244,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 o_reason[j] = _R_WILD
                 n_out += 1
                 continue
-            nd = np.uint64(len(direct))
-            a = direct[x] if np.uint64(x) < nd else probe_id(keys, vals, used, x)
-            b = direct[y] if np.uint64(y) < nd else probe_id(keys, vals, used, y)
+            a = find_id(keys, vals, used, direct, x)
+            b = find_id(keys, vals, used, direct, y)
             if op == _DEL_E:
                 s_ = es_find(e_keys, pair_of(a, b)) if a >= 0 and b >= 0 else np.int64(-1)
                 if s_ < 0:   # not alive: a missing delete costs one probe
