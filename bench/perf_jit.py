@@ -22,6 +22,7 @@ samples just before them in ``perf script -F tid,time,ip`` say which function ca
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import os
 import sys
@@ -57,19 +58,41 @@ def _symbols() -> list[tuple[int, str]]:
                 except Exception:
                     continue
                 if addr:
-                    label = name if fn == cres.fndesc.llvm_func_name else f"{name}::{fn[-48:]}"
+                    label = name if fn == cres.fndesc.llvm_func_name else f"{name}::{_short(fn)}"
                     out.append((addr, label))
     return sorted(set(out))
 
 
-def _write_map(path: Path) -> int:
-    """perf's map of JIT code: each function runs to the next one's address."""
+def _short(mangled: str) -> str:
+    """The dotted name in numba's Itanium-style mangling (``_ZN3gpu5graph8_kernels...``):
+    the inner functions of a compiled library named by what they are, not by a suffix."""
+    if not mangled.startswith("_ZN"):
+        return mangled[-48:]
+    i, parts = 3, []
+    while i < len(mangled) and mangled[i].isdigit():
+        j = i
+        while mangled[j].isdigit():
+            j += 1
+        n = int(mangled[i:j])
+        parts.append(mangled[j:j + n])
+        i = j + n
+    return ".".join(parts) or mangled[-48:]
+
+
+def _write_map(path: Path, dump: str) -> int:
+    """perf's map of JIT code: each function runs to the next one's address. Functions
+    whose name ends with ``dump`` also get their code written to /tmp/jit-<addr>.bin, for
+    ``objdump -D -b binary -m i386:x86-64 --adjust-vma=0x<addr>`` beside the sampled
+    addresses of ``perf script -F ip``."""
     syms = _symbols()
     with path.open("w") as fh:
         for i, (addr, name) in enumerate(syms):
             size = syms[i + 1][0] - addr if i + 1 < len(syms) else 4096
             if 0 < size < 1 << 20:
                 fh.write(f"{addr:x} {size:x} {name}\n")
+                if dump and name.endswith(dump):
+                    Path(f"/tmp/jit-{addr:x}.bin").write_bytes(ctypes.string_at(addr, size))
+                    print(f"code of {name}: /tmp/jit-{addr:x}.bin ({size} bytes)")
     return len(syms)
 
 
@@ -82,6 +105,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--ctl", default="", help="perf's control and ack fifos, comma-separated")
+    ap.add_argument("--dump", default="", help="write the code of functions named ...DUMP")
     args = ap.parse_args()
     d = args.enron
     graph = read_graph(d / ("initial_graph.graph" if args.scenario == "insertion"
@@ -112,7 +136,7 @@ def main() -> None:
         if r:
             perf(b"disable\n")
     times.sort()
-    named = _write_map(Path(f"/tmp/perf-{os.getpid()}.map"))
+    named = _write_map(Path(f"/tmp/perf-{os.getpid()}.map"), args.dump)
     print(f"q{args.query} {args.scenario} b={args.batch or len(stream)}: min "
           f"{times[0] * 1e3:.2f} ms, median {times[len(times) // 2] * 1e3:.2f} ms; "
           f"{named} compiled functions named")

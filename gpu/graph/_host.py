@@ -224,7 +224,7 @@ class HostGraph:
         n = int(self._dcount[0])
         if n:
             K.apply_deletion_log(*self._dlog, n, self.vlabel, self.seg_off, self.seg_len,
-                                 self.key, self.dt)
+                                 self.loff, self.key, self.dt)
             self._dcount[0] = 0
 
     @property

@@ -12,10 +12,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._jit import leaf
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
 from ._edgeset import es_add, es_drop, es_find, es_has, es_remove
-from ._idmap import find_id, set_direct, slot_of
+from ._idmap import _hash, find_id, set_direct, slot_of
 from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of, relevant
+from ._prefetch import prefetch
 
 # meta slots
 NV, POOL_USED, TICK, BATCH, WATERMARK, IDCOUNT, NEDGES, GARBAGE, IN_PLACE = range(9)
@@ -25,6 +27,9 @@ META_SIZE = 9
 DONE, NEED_POOL, NEED_OUT, NEED_MERGE, NEED_VERTS = 0, 1, 2, 3, 4
 
 _INF = INF_TICK
+# how many updates ahead apply_batch prefetches an edge update's slots in the alive-edge
+# set and the pending table, its vertices' rows (and twice that, their direct ids)
+_AHEAD = 12
 _WILD = WILDCARD
 _INS_E, _DEL_E = np.int8(UpdateOp.INSERT_EDGE), np.int8(UpdateOp.DELETE_EDGE)
 _INS_V, _DEL_V = np.int8(UpdateOp.INSERT_VERTEX), np.int8(UpdateOp.DELETE_VERTEX)
@@ -51,7 +56,7 @@ def lower_bound(a, lo, hi, x):  # type: ignore[no-untyped-def]
     return lo
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
     i = lower_bound(key, off, off + n, k)
     while i < off + n and key[i] == k:
@@ -61,22 +66,34 @@ def find_alive(key, dt, off, n, k):  # type: ignore[no-untyped-def]
     return -1
 
 
+@leaf
+def find_edge(v, w, vlabel, seg_off, seg_len, loff, key, dt):  # type: ignore[no-untyped-def]
+    """The alive entry of w in v's version: a search of w's label range where the label
+    offsets have its column (``_labels``; a hub's range is a fifth of its version on
+    Enron), else of the whole version."""
+    lab = vlabel[w]
+    off, n = seg_off[v], np.int64(seg_len[v])
+    if np.int64(lab) >= 0 and np.int64(lab) < loff.shape[1] - 1:   # none: no columns
+        off, n = off + loff[v, lab], np.int64(loff[v, lab + 1] - loff[v, lab])
+    return find_alive(key, dt, off, n, make_key(lab, w))
+
+
 @nb.njit(cache=True, nogil=True)
-def apply_deletion_log(d_a, d_b, d_t, n, vlabel, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
+def apply_deletion_log(d_a, d_b, d_t, n, vlabel, seg_off, seg_len, loff, key, dt):  # type: ignore[no-untyped-def]
     """End the entries of the logged deletions (edges no standing query read, deleted
     while they were in their versions) at their ticks."""
     for i in range(n):
         a, b = d_a[i], d_b[i]
-        e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
-        f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
+        e = find_edge(a, b, vlabel, seg_off, seg_len, loff, key, dt)
+        f = find_edge(b, a, vlabel, seg_off, seg_len, loff, key, dt)
         dt[e] = d_t[i]
         dt[f] = d_t[i]
 
 
 @nb.njit(cache=True, nogil=True)
-def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt):  # type: ignore[no-untyped-def]
+def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt):  # type: ignore[no-untyped-def]
     """Delete alive edge a-b (entry e in a's version) at a new tick; returns the tick."""
-    f = find_alive(key, dt, seg_off[b], seg_len[b], make_key(vlabel[a], a))
+    f = find_edge(b, a, vlabel, seg_off, seg_len, loff, key, dt)
     t = _end_tick(a, b, meta, vdeg)
     dt[e] = t
     dt[f] = t
@@ -217,7 +234,34 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
     pool_cap = len(key)
     in_place = meta[IN_PLACE] != 0
     out_cap = len(o_raw)
-    for i in range(i0, len(ops)):
+    n_ops = len(ops)
+    nd = np.uint64(len(direct))
+    emask = np.uint64(len(e_keys) - 1)
+    hmask = np.uint64(len(h_key) - 1)
+    for i in range(i0, n_ops):
+        # look ahead: the direct ids of update i + 2A, then the edge-set and pending-table
+        # slots and vertex rows of update i + A (written here, not in a helper: a call
+        # passing these arrays costs more than it hides). Each update otherwise waits on
+        # a chain of misses: Enron one batch 0.85-0.95 -> 0.57 ms inserting, 1.10-1.15 ->
+        # 0.93 ms deleting
+        far = i + 2 * _AHEAD
+        if far < n_ops:
+            if np.uint64(src[far]) < nd and np.uint64(dst[far]) < nd:
+                prefetch(direct, src[far])
+                prefetch(direct, dst[far])
+        ahead = i + _AHEAD
+        if ahead < n_ops and ops[ahead] <= _DEL_E:
+            xa, ya = src[ahead], dst[ahead]
+            if np.uint64(xa) < nd and np.uint64(ya) < nd:
+                pa, pb = direct[xa], direct[ya]
+                if pa >= 0 and pb >= 0:
+                    hp = _hash(pair_of(pa, pb))
+                    prefetch(e_keys, hp & emask)
+                    prefetch(h_key, hp & hmask)
+                    prefetch(vlabel, pa)
+                    prefetch(vlabel, pb)
+                    prefetch(vdeg, pa)
+                    prefetch(vdeg, pb)
         op = ops[i]
         x, y, lb = src[i], dst[i], lab[i]
         if n_out >= out_cap:
@@ -273,8 +317,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                     o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, el, t
                     n_out += 1
                     continue
-                e = find_alive(key, dt, seg_off[a], seg_len[a], make_key(vlabel[b], b))
-                t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, key, dt)
+                e = find_edge(a, b, vlabel, seg_off, seg_len, loff, key, dt)
+                t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt)
                 o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, el, t
                 n_out += 1
                 continue
@@ -365,7 +409,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
         for r in range(m):
             w = nbrs[order[r]]
             e = find_alive(key, dt, off, n, make_key(vlabel[w], w))
-            t = _end_edge(e, a, w, meta, vlabel, vdeg, seg_off, seg_len, key, dt)
+            t = _end_edge(e, a, w, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt)
             es_remove(e_keys, e_st, pair_of(a, w))
             q = n_out
             o_raw[q], o_op[q], o_a[q], o_b[q] = i, _DEL_E, a, w

@@ -17,6 +17,7 @@ from _batches import lagged_batches, raw_stream
 
 from gpu import HostGraph, UpdateBatch, UpdateOp
 from gpu.cuda._updater import host_versions
+from gpu.graph._merge import order_pending
 from streams import GenConfig, generate
 
 
@@ -231,3 +232,15 @@ def test_a_merge_stopped_by_an_exception_loses_no_deferred_edge(fail_at: int) ->
     hv, iv = host_versions(cow), host_versions(inp)
     assert all(np.array_equal(hv[v], iv[v]) for v in range(cow.num_vertices))
     assert inp.num_edges == cow.num_edges
+
+
+@pytest.mark.parametrize(("n", "nv"), [(40, 100), (500, 1000), (3000, 40000), (5000, 5_000_000)])
+def test_pending_order_groups_by_owner_keeping_entry_order(n: int, nv: int) -> None:
+    """The merge's grouping (a merge sort, a counting sort, radix sorts of one to three
+    11-bit passes) equals a stable sort by owner."""
+    rng = np.random.default_rng(n)
+    owner = rng.integers(0, nv, 3 * n).astype(np.int32)
+    owner[: n // 4] = nv - 1   # one long group, and owners up to the top id
+    sel = np.sort(rng.choice(3 * n, n, replace=False)).astype(np.int64)
+    got = order_pending(owner, sel, nv)
+    assert np.array_equal(got, sel[np.argsort(owner[sel], kind="stable")])
