@@ -281,6 +281,74 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, 
 
 
 @leaf
+def _is_triangle(p, pl, nb_level):  # type: ignore[no-untyped-def]
+    """Plan p has three levels and its last intersects the lists of both roots, in one
+    label, reusing no set (``count_triangle`` counts it)."""
+    off = pl[p, F_NBOFF, 2]
+    return (pl[p, F_MISC, 0] == 3 and pl[p, F_REUSE, 2] < 0 and pl[p, F_NBCNT, 2] == 2
+            and pl[p, F_LABEL, 2] != _WILD and nb_level[off] + nb_level[off + 1] == 1)
+
+
+@leaf
+def count_triangle(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
+                   elab, ct, dt):  # type: ignore[no-untyped-def]
+    """``run_plan``'s count of a plan for which ``_is_triangle`` holds: the two roots'
+    label ranges, narrowed by the last level's symmetry masks, intersected and counted as
+    they are read. No candidate buffer, no stack: on the Enron triangle a unit cost
+    ``run_plan`` and ``_prepare`` more than its intersection. Neither root can be a
+    candidate (no vertex is its own neighbour), and at one tick a neighbour has at most
+    one visible entry."""
+    if not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key):
+        return 0
+    lab = pl[p, F_LABEL, 2]
+    off = pl[p, F_NBOFF, 2]
+    j0 = 0 if nb_level[off] == 0 else 1   # the list of root a
+    lo0, hi0 = label_range(a, lab, seg_off, seg_len, loff, key)
+    lo1, hi1 = label_range(b, lab, seg_off, seg_len, loff, key)
+    el0, el1 = nb_label[off + j0], nb_label[off + 1 - j0]
+    base = np.int64(lab) << np.int64(32)
+    least, bound = base, base + _ONE32   # candidate keys in [least, bound)
+    gm, lm = pl[p, F_GT, 2], pl[p, F_LT, 2]
+    for j in range(2):
+        kj = base | np.int64(a if j == 0 else b)
+        if (gm >> j) & 1:
+            least = max(least, kj + 1)
+        if (lm >> j) & 1:
+            bound = min(bound, kj)
+    if least > base:
+        lo0 = lower_bound(key, lo0, hi0, least)
+        lo1 = lower_bound(key, lo1, hi1, least)
+    if bound < base + _ONE32:
+        hi0 = lower_bound(key, lo0, hi0, bound)
+        hi1 = lower_bound(key, lo1, hi1, bound)
+    if hi1 - lo1 < hi0 - lo0:   # read the shorter list, find its keys in the longer
+        lo0, hi0, lo1, hi1, el0, el1 = lo1, hi1, lo0, hi0, el1, el0
+    if hi0 <= lo0 or hi1 <= lo1:
+        return 0
+    gallop = (hi0 - lo0) * 16 < hi1 - lo1
+    c = 0
+    q = lo1
+    for i in range(lo0, hi0):
+        if not _visible(elab, ct, dt, i, k, el0):
+            continue
+        x = key[i]
+        if gallop:
+            q = lower_bound(key, q, hi1, x)
+        else:
+            while q < hi1 and key[q] < x:
+                q += 1
+        if q >= hi1:
+            break
+        r = q
+        while r < hi1 and key[r] == x:
+            if _visible(elab, ct, dt, r, k, el1):
+                c += 1
+                break
+            r += 1
+    return c
+
+
+@leaf
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct,
              dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
              wtok, wst, out, out_row, cap):  # type: ignore[no-untyped-def]
@@ -446,6 +514,25 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vla
 
 
 @nb.njit(cache=True, nogil=True)
+def plans_use_sets(pl, nb_level):  # type: ignore[no-untyped-def]
+    """Some row of ``pl`` may read the per-thread vertex marks (``_prepare``: two lists of
+    which the deeper loops under the shallower) or two-hop weights (``run_plan``: a
+    memoised last level at depth 3 or more). Else the kernels need no buffers of a slot
+    per vertex, which cost a call two zeroed arrays of the graph's size per thread."""
+    for p in range(pl.shape[0]):
+        n = pl[p, F_MISC, 0]
+        for L in range(2, n):
+            off = pl[p, F_NBOFF, L]
+            if (pl[p, F_REUSE, L] < 0 and pl[p, F_NBCNT, L] == 2
+                    and max(nb_level[off], nb_level[off + 1]) >= 2):
+                return True
+        d = _memo_level(p, pl, nb_level, n)
+        if d >= 3 and _weights_root(p, pl, nb_level, n - 1, d) >= 0:
+            return True
+    return False
+
+
+@nb.njit(cache=True, nogil=True)
 def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type: ignore[no-untyped-def]
     """(task, plan) pairs whose root passes the cheap root checks (``_root_fits``; the
     label filters, which read arrays, stay in the kernels), tasks in order; ``only``
@@ -504,6 +591,10 @@ def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_l
         i = order[r]
         c = 0
         for p in range(t_plo[i], t_phi[i]):
+            if _is_triangle(p, pl, nb_level):
+                c += count_triangle(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
+                                    seg_off, seg_len, loff, vlabel, key, elab, ct, dt)
+                continue
             q = _cheaper_side(t_a[i], t_b[i], p, pl, nb_level, seg_off, seg_len, loff, key)
             c += run_plan(t_a[i], t_b[i], t_el[i], t_k[i], q, pl, nb_level, nb_label, seg_off,
                           seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos, rrow, rlo, rhi,
