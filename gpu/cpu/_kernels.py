@@ -536,7 +536,15 @@ def plans_use_sets(pl, nb_level):  # type: ignore[no-untyped-def]
 def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type: ignore[no-untyped-def]
     """(task, plan) pairs whose root passes the cheap root checks (``_root_fits``; the
     label filters, which read arrays, stay in the kernels), tasks in order; ``only``
-    (empty: every task) selects tasks."""
+    (empty: every task) selects tasks. The plans' root fields are copied to one small
+    table first, and the end labels, which reject most pairs of a labelled query, are
+    tested before the rest (Enron q0, 55k pairs: 0.18 -> 0.09 ms)."""
+    npl = pl.shape[0]
+    rf = np.empty((npl, 7), np.int32)
+    for p in range(npl):
+        rf[p, 0], rf[p, 1], rf[p, 2] = pl[p, F_LABEL, 0], pl[p, F_LABEL, 1], pl[p, F_MISC, 1]
+        rf[p, 3], rf[p, 4] = pl[p, F_DEGREE, 0], pl[p, F_DEGREE, 1]
+        rf[p, 5], rf[p, 6] = pl[p, F_GT, 1] & 1, pl[p, F_LT, 1] & 1
     total = 0
     for i in range(len(t_a)):
         total += t_phi[i] - t_plo[i]
@@ -546,8 +554,17 @@ def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type
     for i in range(len(t_a)):
         if len(only) and not only[i]:
             continue
+        a, b = t_a[i], t_b[i]
+        la, lb = vlabel[a], vlabel[b]
         for p in range(t_plo[i], t_phi[i]):
-            if _root_fits(t_a[i], t_b[i], t_el[i], p, pl, vlabel, seg_len):
+            if not (((rf[p, 0] == _WILD) | (rf[p, 0] == la))
+                    & ((rf[p, 1] == _WILD) | (rf[p, 1] == lb))):
+                continue
+            ok = (rf[p, 2] == _WILD) | (rf[p, 2] == t_el[i])
+            ok &= (seg_len[a] >= rf[p, 3]) & (seg_len[b] >= rf[p, 4])
+            ok &= (rf[p, 5] == 0) | (b > a)
+            ok &= (rf[p, 6] == 0) | (b < a)
+            if ok:
                 owner[m] = i
                 plan[m] = p
                 m += 1
