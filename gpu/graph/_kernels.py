@@ -258,6 +258,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                     hp = _hash(pair_of(pa, pb))
                     prefetch(e_keys, hp & emask)
                     prefetch(h_key, hp & hmask)
+                    if ops[ahead] == _DEL_E:   # a deletion reads the pair's label
+                        prefetch(e_vals, hp & emask)
                     prefetch(vlabel, pa)
                     prefetch(vlabel, pb)
                     prefetch(vdeg, pa)
