@@ -65,9 +65,10 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
     i, p = slo, lo
     while i < shi and p < hi:
         x, y = src[i], key[p]
-        if x != y:   # advance the smaller side without a branch on which (random)
-            i += x < y
-            p += y < x
+        if x < y:
+            i += 1
+        elif y < x:
+            p += 1
         else:
             found = False
             while p < hi and key[p] == x:
