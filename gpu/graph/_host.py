@@ -106,6 +106,10 @@ class HostGraph:
         #: ticks, applied when the deferred edges are merged
         self._dlog = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
         self._dcount = np.zeros(1, np.int64)
+        #: in place, the batch's deletions of edges in their versions, ended after its
+        #: loop (``_end_logged``)
+        self._llog = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        self._lcount = np.zeros(1, np.int64)
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -227,6 +231,23 @@ class HostGraph:
                                  self.loff, self.key, self.dt)
             self._dcount[0] = 0
 
+    def _end_logged(self) -> None:
+        """End the entries of the deletions the updater logged in this batch (in place)."""
+        n = int(self._lcount[0])
+        if n:
+            K.apply_deletion_log(*self._llog, n, self.vlabel, self.seg_off, self.seg_len,
+                                 self.loff, self.key, self.dt)
+            self._lcount[0] = 0
+
+    def _ended_room(self, deletions: int) -> tuple[npt.NDArray[np.generic], ...]:
+        """The in-batch deletion log with room for ``deletions`` (in place only)."""
+        if self.copy_on_write:
+            return (*(x[:0] for x in self._llog), self._lcount)
+        if len(self._llog[2]) < deletions:
+            self._llog = (np.empty(deletions, np.int32), np.empty(deletions, np.int32),
+                          np.empty(deletions, np.int64))
+        return (*self._llog, self._lcount)
+
     @property
     def _deferring(self) -> bool:
         """In place with the standing queries' labels known: edges may be deferred."""
@@ -345,29 +366,34 @@ class HostGraph:
         out = _OutBuffers(cap)
         self.edges.reserve(inserts)
         log = self._log_room(deletions)
+        ended = self._ended_room(deletions)
         pend = self._pending_for(inserts)
         if self._deferring:
             self._store = pend   # deferred edges stay the graph's whatever happens
         i, n_out, stuck = 0, 0, -1
-        while True:
-            i, n_out, code = K.apply_batch(
-                i, n_out, batch.op, batch.src, batch.dst, batch.label,
-                self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.meta,
-                self.vlabel, self.vext, self.valive, self.vdeg,
-                self.seg_off, self.seg_len, self.seg_cap, self.seg_batch, self.loff,
-                self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays(),
-                *self.edges.arrays(), *log)
-            if code == K.DONE:
-                break
-            if code == K.NEED_MERGE:   # a vertex deletion: every edge in its version
-                self._apply_log()
-                self._merge(pend, keep=False)
-            elif code == K.NEED_VERTS:
-                self.reserve_vertices(64)   # the arrays double as they grow
-            elif code == K.NEED_POOL:
-                stuck = self._pool_full(i, stuck)
-            else:
-                out.grow(n_out + int(self.vdeg.max()) + 16)
+        try:
+            while True:
+                i, n_out, code = K.apply_batch(
+                    i, n_out, batch.op, batch.src, batch.dst, batch.label,
+                    self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.meta,
+                    self.vlabel, self.vext, self.valive, self.vdeg,
+                    self.seg_off, self.seg_len, self.seg_cap, self.seg_batch, self.loff,
+                    self.key, self.elab, self.ct, self.dt, *out.arrays(), *pend.arrays(),
+                    *self.edges.arrays(), *log, *ended)
+                if code == K.DONE:
+                    break
+                if code == K.NEED_MERGE:   # a vertex deletion: every edge in its version
+                    self._end_logged()
+                    self._apply_log()
+                    self._merge(pend, keep=False)
+                elif code == K.NEED_VERTS:
+                    self.reserve_vertices(64)   # the arrays double as they grow
+                elif code == K.NEED_POOL:
+                    stuck = self._pool_full(i, stuck)
+                else:
+                    out.grow(n_out + int(self.vdeg.max()) + 16)
+        finally:   # what the updater applied is ended, even if making room raised
+            self._end_logged()
         keep = self._deferring
         self._merge(pend, keep=keep)
         self._store = pend if keep and pend.deferred else None

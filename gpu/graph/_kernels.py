@@ -30,6 +30,8 @@ _INF = INF_TICK
 # how many updates ahead apply_batch prefetches an edge update's slots in the alive-edge
 # set and the pending table, its vertices' rows (and twice that, their direct ids)
 _AHEAD = 12
+# binary searches ``apply_deletion_log`` runs in lockstep
+_LANES = 64
 _WILD = WILDCARD
 _INS_E, _DEL_E = np.int8(UpdateOp.INSERT_EDGE), np.int8(UpdateOp.DELETE_EDGE)
 _INS_V, _DEL_V = np.int8(UpdateOp.INSERT_VERTEX), np.int8(UpdateOp.DELETE_VERTEX)
@@ -71,23 +73,74 @@ def find_edge(v, w, vlabel, seg_off, seg_len, loff, key, dt):  # type: ignore[no
     """The alive entry of w in v's version: a search of w's label range where the label
     offsets have its column (``_labels``; a hub's range is a fifth of its version on
     Enron), else of the whole version."""
-    lab = vlabel[w]
-    off, n = seg_off[v], np.int64(seg_len[v])
+    off, n = _label_span(v, vlabel[w], seg_off, seg_len, loff)
+    return find_alive(key, dt, off, n, make_key(vlabel[w], w))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _label_span(v, lab, seg_off, seg_len, loff):  # type: ignore[no-untyped-def]
+    """(first entry, length) of label ``lab`` in v's version where the label offsets have
+    its column, else of the whole version."""
     if np.int64(lab) >= 0 and np.int64(lab) < loff.shape[1] - 1:   # none: no columns
-        off, n = off + loff[v, lab], np.int64(loff[v, lab + 1] - loff[v, lab])
-    return find_alive(key, dt, off, n, make_key(lab, w))
+        return seg_off[v] + loff[v, lab], np.int64(loff[v, lab + 1] - loff[v, lab])
+    return seg_off[v], np.int64(seg_len[v])
 
 
 @nb.njit(cache=True, nogil=True)
 def apply_deletion_log(d_a, d_b, d_t, n, vlabel, seg_off, seg_len, loff, key, dt):  # type: ignore[no-untyped-def]
-    """End the entries of the logged deletions (edges no standing query read, deleted
-    while they were in their versions) at their ticks."""
-    for i in range(n):
-        a, b = d_a[i], d_b[i]
-        e = find_edge(a, b, vlabel, seg_off, seg_len, loff, key, dt)
-        f = find_edge(b, a, vlabel, seg_off, seg_len, loff, key, dt)
-        dt[e] = d_t[i]
-        dt[f] = d_t[i]
+    """End the entries of the logged deletions (edges deleted while in their versions)
+    at their ticks: both entries of each, found by binary searches of the label range,
+    _LANES of them in lockstep, branch-free (a select, not a jump: the comparisons are
+    coin flips), each probe prefetched a round ahead. One search after another waited on
+    a miss and a mispredicted jump a step (a hub's label range is hundreds of entries in
+    a pool of megabytes): Enron q0's in-batch deletions took 0.6 ms of a 1.1 ms updater."""
+    base = np.empty(_LANES, np.int64)
+    span = np.empty(_LANES, np.int64)
+    end = np.empty(_LANES, np.int64)
+    kk = np.empty(_LANES, np.int64)
+    m = 2 * n   # searches: (a, b) then (b, a) of each deletion
+    lcols = loff.shape[1]
+    lflat = loff.reshape(loff.size)   # rows by position, for the prefetch
+    for g0 in range(0, m, _LANES):
+        g = min(_LANES, m - g0)
+        for j in range(g0 + _LANES, min(g0 + 2 * _LANES, m)):   # the next group's rows
+            v = d_a[j >> 1] if (j & 1) == 0 else d_b[j >> 1]
+            prefetch(seg_off, v)
+            prefetch(seg_len, v)
+            if lcols:
+                prefetch(lflat, v * lcols)
+        for s in range(g):
+            j = g0 + s
+            v, w = (d_a[j >> 1], d_b[j >> 1]) if (j & 1) == 0 else (d_b[j >> 1], d_a[j >> 1])
+            off, ln = _label_span(v, vlabel[w], seg_off, seg_len, loff)
+            base[s], span[s], end[s] = off, ln, off + ln
+            kk[s] = make_key(vlabel[w], w)
+            prefetch(key, off + (ln >> 1))
+        busy = True
+        while busy:   # base: the last entry below the key so far (or the first)
+            busy = False
+            for s in range(g):
+                ln = span[s]
+                if ln > 1:
+                    half = ln >> 1
+                    b = base[s]
+                    b = b + half if key[b + half] < kk[s] else b
+                    ln -= half
+                    base[s], span[s] = b, ln
+                    if ln > 1:
+                        prefetch(key, b + (ln >> 1))
+                        busy = True
+        for s in range(g):
+            e = base[s]
+            if e < end[s] and key[e] < kk[s]:
+                e += 1
+            base[s] = e
+            prefetch(dt, e)
+        for s in range(g):
+            e = base[s]
+            while e < end[s] and key[e] == kk[s] and dt[e] != _INF:
+                e += 1
+            dt[e] = d_t[(g0 + s) >> 1]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -228,9 +281,13 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 key, elab, ct, dt,
                 o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason,
                 h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg, e_keys, e_vals,
-                e_st, rel, d_a, d_b, d_t, dlen):  # type: ignore[no-untyped-def]
+                e_st, rel, d_a, d_b, d_t, dlen, l_a, l_b, l_t, llen):  # type: ignore[no-untyped-def]
     """In place (``meta[IN_PLACE]``) edge insertions go to the pending arrays (see
-    ``_pending``), merged by the caller; copy-on-write inserts into new versions."""
+    ``_pending``), merged by the caller; copy-on-write inserts into new versions. In
+    place, a deletion of an edge in its version is logged (``l_*``, room for the batch's
+    deletions) and the caller ends its entries after the loop (``apply_deletion_log``:
+    searches in lockstep); until then only a vertex deletion reads them (it asks for the
+    log first: NEED_MERGE)."""
     pool_cap = len(key)
     in_place = meta[IN_PLACE] != 0
     out_cap = len(o_raw)
@@ -319,8 +376,14 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                     o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, el, t
                     n_out += 1
                     continue
-                e = find_edge(a, b, vlabel, seg_off, seg_len, loff, key, dt)
-                t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt)
+                if in_place:
+                    t = _end_tick(a, b, meta, vdeg)
+                    k = llen[0]
+                    l_a[k], l_b[k], l_t[k] = a, b, t
+                    llen[0] = k + 1
+                else:
+                    e = find_edge(a, b, vlabel, seg_off, seg_len, loff, key, dt)
+                    t = _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt)
                 o_a[j], o_b[j], o_el[j], o_tick[j] = a, b, el, t
                 n_out += 1
                 continue
@@ -392,7 +455,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             o_status[j] = _IGNORED
             n_out += 1
             continue
-        if in_place and (pst[COUNT] > pst[BASE] or pst[DEFERRED] > 0 or dlen[0] > 0):
+        if in_place and (pst[COUNT] > pst[BASE] or pst[DEFERRED] > 0 or dlen[0] > 0
+                         or llen[0] > 0):
             return i, n_out, NEED_MERGE
         d = vdeg[a]
         if n_out + d + 1 > out_cap:
