@@ -278,14 +278,30 @@ class Engine:
         if self._hold is not None:
             first = min(first, self._hold)
         self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
-        ops = self.graph.apply(batch)
+        prepare = getattr(self.executor, "prepare", None)
+        made: list[tuple[MatchTasks, object]] = []
+
+        def beside(ops: OpTable) -> None:
+            """The tasks and the executor's set-up that reads no version, built while the
+            batch's insertions are merged (``HostGraph.apply``)."""
+            ei = ops.applied_edges()
+            if qids and len(ei) and prepare is not None:
+                ps = self._plan_set()
+                tasks = self._edge_tasks(ops, ei, ps)
+                made.append((tasks, prepare(self.graph, ps, tasks)))
+
+        ops = self.graph.apply(batch, beside) if prepare is not None else self.graph.apply(batch)
         self.executor.on_update(self.graph, ops)
         ei = ops.applied_edges()
         ticket, ntasks = None, 0
         if qids and len(ei):
             ps = self._plan_set()
-            tasks = self._edge_tasks(ops, ei, ps)
-            ticket = self.executor.submit(self.graph, ps, tasks)
+            if made:
+                tasks, prep = made[0]
+                ticket = self.executor.submit(self.graph, ps, tasks, prep)  # type: ignore[call-arg]
+            else:
+                tasks = self._edge_tasks(ops, ei, ps)
+                ticket = self.executor.submit(self.graph, ps, tasks)
             ntasks = len(tasks)
         pending = PendingBatch(self, batch, ops, qids, specs, scale, ei, ticket, ntasks,
                                first_tick=int(ops.tick[0]) if len(ops) else self.graph.tick + 1,

@@ -79,19 +79,23 @@ def plan_units(tasks: MatchTasks) -> tuple[npt.NDArray[np.int64], npt.NDArray[np
 
 
 def live_units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
-               only: npt.NDArray[np.bool_] | None = None,
+               only: npt.NDArray[np.bool_] | None = None, degrees: bool = True,
                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``plan_units`` less the pairs whose root fails the kernels' own first checks
     (labels of both ends, the root edge label, the degree bound, the level-1 symmetry
     condition), in one compiled pass: on labelled queries most pairs end here, not in a
-    kernel.
+    kernel. ``degrees`` off leaves the degree bound to the kernels (which test it again):
+    then no version length is read, so it can run while versions change.
 
     Exact: the host's current version lengths bound every degree a batch in flight can
     see, and internal ids never change label (a relabel makes a new id)."""
     owner, plan = live_pairs(tasks.a, tasks.b, tasks.label, tasks.plan_lo, tasks.plan_hi,
                              np.zeros(0, np.bool_) if only is None else only, plans.table,
-                             graph.vlabel, graph.seg_len)
+                             graph.vlabel, graph.seg_len if degrees else _NO_DEGREES)
     return owner, plan
+
+
+_NO_DEGREES = np.zeros(0, np.int32)
 
 
 def task_starts(owner: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numba as nb
 import numpy as np
@@ -37,10 +37,18 @@ class CpuExecutor:
     def device_memory(self) -> tuple[int, int]:
         return 0, 0
 
-    def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Done:
-        return Done(self.match(graph, plans, tasks))
+    def submit(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
+               prepared: Units | None = None) -> Done:
+        return Done(self.match(graph, plans, tasks, prepared))
 
-    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> MatchOutput:
+    def prepare(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks) -> Units:
+        """The count phase's units and their order, from the vertex labels and degrees
+        alone (no version is read: the engine builds them while a batch's insertions are
+        merged, ``HostGraph.apply``'s ``beside``); the kernels test the degree bound."""
+        return _units(graph, plans, tasks, degrees=False)
+
+    def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
+              prepared: Units | None = None) -> MatchOutput:
         n = len(tasks)
         if n == 0:
             return _counted(np.zeros(0, np.int64))
@@ -50,15 +58,9 @@ class CpuExecutor:
              graph.key, graph.elab, graph.ct, graph.dt)
         maxlen = graph.max_degree_bound()
         nv_sets = nv if self._uses_sets(plans) else 0   # vertex slots of marks and weights
-        # count phase: one unit per (task, plan) with a live root, so heavy updates spread
-        # over threads; the costliest tasks (degree product) are dealt first. A query
-        # with orbits of unequal sizes counts with one weighted plan per orbit
-        # (``QueryPlan.orbit_plans``), not its conditioned plans
-        counting, div = _counting_tasks(plans, tasks) if plans.weighted else (tasks, None)
-        owner, plan64 = live_units(graph, plans, counting)
-        plan = plan64.astype(np.int32)
-        start = task_starts(owner)
-        order = _by_task_cost(graph.seg_len, tasks.a, tasks.b, owner, start)
+        u = prepared if prepared is not None else _units(graph, plans, tasks, degrees=True)
+        owner, plan64, plan, start, order, div = (u.owner, u.plan64, u.plan, u.start, u.order,
+                                                  u.div)
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                     tasks.tick[owner], plan, plan + 1, order,
                                     max(1, min(self.threads, len(owner))), maxlen,
@@ -88,6 +90,32 @@ class CpuExecutor:
         if self._sets[0] is not plans:
             self._sets = (plans, bool(K.plans_use_sets(plans.table, plans.nb_level)))
         return self._sets[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Units:
+    """The count phase's units: one per (task, plan) with a live root, so heavy updates
+    spread over threads, the costliest tasks (degree product) dealt first. A query with
+    orbits of unequal sizes counts with one weighted plan per orbit
+    (``QueryPlan.orbit_plans``), not its conditioned plans: ``div`` divides those sums."""
+
+    owner: npt.NDArray[np.int64]
+    plan64: npt.NDArray[np.int64]
+    plan: npt.NDArray[np.int32]
+    start: npt.NDArray[np.int64]
+    order: npt.NDArray[np.int64]
+    div: npt.NDArray[np.int64] | None
+
+
+def _units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, degrees: bool) -> Units:
+    """``Units`` of ``tasks``; ``degrees`` off reads no version (lengths): the live test
+    leaves the degree bound to the kernels and the order weighs the vertices' degrees."""
+    counting, div = _counting_tasks(plans, tasks) if plans.weighted else (tasks, None)
+    owner, plan64 = live_units(graph, plans, counting, degrees=degrees)
+    start = task_starts(owner)
+    order = _by_task_cost(graph.seg_len if degrees else graph.vdeg, tasks.a, tasks.b, owner,
+                          start)
+    return Units(owner, plan64, plan64.astype(np.int32), start, order, div)
 
 
 def _counted(counts: npt.NDArray[np.int64]) -> MatchOutput:

@@ -536,9 +536,10 @@ def plans_use_sets(pl, nb_level):  # type: ignore[no-untyped-def]
 def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type: ignore[no-untyped-def]
     """(task, plan) pairs whose root passes the cheap root checks (``_root_fits``; the
     label filters, which read arrays, stay in the kernels), tasks in order; ``only``
-    (empty: every task) selects tasks. The plans' root fields are copied to one small
-    table first, and the end labels, which reject most pairs of a labelled query, are
-    tested before the rest (Enron q0, 55k pairs: 0.18 -> 0.09 ms)."""
+    (empty: every task) selects tasks; ``seg_len`` empty: no degree bound (the kernels
+    test it too). The plans' root fields are copied to one small table first, and the end
+    labels, which reject most pairs of a labelled query, are tested before the rest
+    (Enron q0, 55k pairs: 0.18 -> 0.09 ms)."""
     npl = pl.shape[0]
     rf = np.empty((npl, 7), np.int32)
     for p in range(npl):
@@ -551,6 +552,7 @@ def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type
     owner = np.empty(total, np.int64)
     plan = np.empty(total, np.int64)
     m = 0
+    degrees = len(seg_len) > 0
     for i in range(len(t_a)):
         if len(only) and not only[i]:
             continue
@@ -561,7 +563,8 @@ def live_pairs(t_a, t_b, t_el, t_plo, t_phi, only, pl, vlabel, seg_len):  # type
                     & ((rf[p, 1] == _WILD) | (rf[p, 1] == lb))):
                 continue
             ok = (rf[p, 2] == _WILD) | (rf[p, 2] == t_el[i])
-            ok &= (seg_len[a] >= rf[p, 3]) & (seg_len[b] >= rf[p, 4])
+            if degrees:
+                ok &= (seg_len[a] >= rf[p, 3]) & (seg_len[b] >= rf[p, 4])
             ok &= (rf[p, 5] == 0) | (b > a)
             ok &= (rf[p, 6] == 0) | (b < a)
             if ok:

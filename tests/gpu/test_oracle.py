@@ -8,6 +8,7 @@ from _cases import Case, random_case
 from _oracle import OracleGraph, automorphisms, embeddings, project
 
 from gpu import CountMode, Engine, ExecutorOptions, Query, QuerySpec, UpdateOp, UpdateStatus
+from gpu.graph import _host as host_module
 
 #: (mode, list_matches) registered per query; count-only queries are planned one edge per
 #: automorphism orbit and scaled (see plan_query), so they get their own registrations
@@ -83,6 +84,19 @@ def _run_engine(case: Case, backend: str, batch_size: int):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", range(150))
 def test_matches_oracle_update_by_update(seed: int, backend: str) -> None:
+    _check_oracle(seed, backend)
+
+
+@pytest.mark.parametrize("seed", range(0, 150, 5))
+def test_tasks_built_beside_the_merge_match_the_oracle(seed: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch's merge on another thread while the engine builds its tasks and units
+    (``HostGraph.apply``'s ``beside``; by default only batches of 2,048 insertions)."""
+    monkeypatch.setattr(host_module, "BESIDE_EDGES", 0)
+    _check_oracle(seed, "cpu")
+
+
+def _check_oracle(seed: int, backend: str) -> None:
     case = random_case(seed)
     expected = {}
     for qi, q in enumerate(case.queries):
