@@ -30,7 +30,7 @@ from ._result_columns import result_columns
 from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp
 from .exceptions import EngineError, UnknownQueryError
-from .graph._host import HostGraph, LoadStats, OpTable
+from .graph._host import BESIDE_EDGES, HostGraph, LoadStats, OpTable
 from .planning._planner import PlanSet, QueryPlan, plan_query
 from .planning._query import Query
 
@@ -278,7 +278,9 @@ class Engine:
         if self._hold is not None:
             first = min(first, self._hold)
         self.graph.set_watermark(first - 1)   # entries dead before that are unreadable
-        prepare = getattr(self.executor, "prepare", None)
+        # a batch too small to merge beside its tasks' set-up keeps the plain path
+        prepare = (getattr(self.executor, "prepare", None) if len(batch) >= BESIDE_EDGES
+                   else None)
         made: list[tuple[MatchTasks, object]] = []
 
         def beside(ops: OpTable) -> None:

@@ -8,6 +8,7 @@ from _cases import Case, random_case
 from _oracle import OracleGraph, automorphisms, embeddings, project
 
 from gpu import CountMode, Engine, ExecutorOptions, Query, QuerySpec, UpdateOp, UpdateStatus
+from gpu import _engine as engine_module
 from gpu.graph import _host as host_module
 
 #: (mode, list_matches) registered per query; count-only queries are planned one edge per
@@ -93,6 +94,7 @@ def test_tasks_built_beside_the_merge_match_the_oracle(seed: int,
     """Every batch's merge on another thread while the engine builds its tasks and units
     (``HostGraph.apply``'s ``beside``; by default only batches of 2,048 insertions)."""
     monkeypatch.setattr(host_module, "BESIDE_EDGES", 0)
+    monkeypatch.setattr(engine_module, "BESIDE_EDGES", 0)
     _check_oracle(seed, "cpu")
 
 
