@@ -46,8 +46,8 @@ __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 
 _NO_LABELS = np.zeros(0, np.bool_)
 _INSERT_VERTEX = int(UpdateOp.INSERT_VERTEX)
-#: pending edges from which a batch's merge runs beside the caller's ``beside`` work (a
-#: thread's hand-over costs about 40 us; a b=64 batch merges in less)
+#: pending edges and logged deletions from which a batch's merge runs beside the caller's
+#: ``beside`` work (a thread's hand-over costs about 40 us; a b=64 batch merges in less)
 BESIDE_EDGES = 2048
 _side: ThreadPoolExecutor | None = None
 
@@ -373,9 +373,9 @@ class HostGraph:
               beside: Callable[[OpTable], None] | None = None) -> OpTable:
         """Resolve and apply ``batch``; returns its primitive updates. ``beside(ops)``, if
         given, runs once they are resolved, while the batch's insertions are merged into
-        their versions on another thread (a large batch in place): it must not read the
-        versions (offsets, lengths, entries) or change the graph. It may read the
-        vertex labels and degrees."""
+        their versions and its deletions' entries ended on another thread (a large batch
+        in place): it must not read the versions (offsets, lengths, entries) or change the
+        graph. It may read the vertex labels and degrees."""
         n = len(batch)
         inserts, deletions, top = K.op_counts(batch.op)
         if self.loff.shape[1] and top >= _INSERT_VERTEX:
@@ -413,19 +413,27 @@ class HostGraph:
                     stuck = self._pool_full(i, stuck)
                 else:
                     out.grow(n_out + int(self.vdeg.max()) + 16)
-        finally:   # what the updater applied is ended, even if making room raised
+        except BaseException:   # what the updater applied is ended, even if making room raised
             self._end_logged()
+            raise
         keep = self._deferring
         self.ids.count = int(self.meta[K.IDCOUNT])
         ops = out.table(n_out)
-        if beside is not None and int(pend.pst[COUNT] - pend.pst[BASE]) >= BESIDE_EDGES:
-            merging = _side_pool().submit(self._merge, pend, keep)
+
+        def finish() -> None:
+            """The batch's logged deletions ended and its insertions merged."""
+            self._end_logged()
+            self._merge(pend, keep=keep)
+
+        todo = int(pend.pst[COUNT] - pend.pst[BASE]) + int(self._lcount[0])
+        if beside is not None and todo >= BESIDE_EDGES:
+            finishing = _side_pool().submit(finish)
             try:
                 beside(ops)
             finally:
-                merging.result()
+                finishing.result()
         else:
-            self._merge(pend, keep=keep)
+            finish()
             if beside is not None:
                 beside(ops)
         self._store = pend if keep and pend.deferred else None
