@@ -240,19 +240,20 @@ class HostGraph:
             self._store = None
 
     def _apply_log(self) -> None:
-        n = int(self._dcount[0])
-        if n:
-            K.apply_deletion_log(*self._dlog, n, self.vlabel, self.seg_off, self.seg_len,
-                                 self.loff, self.key, self.dt)
-            self._dcount[0] = 0
+        """End the entries of the deferred edges' logged deletions."""
+        self._end(self._dlog, self._dcount)
 
     def _end_logged(self) -> None:
         """End the entries of the deletions the updater logged in this batch (in place)."""
-        n = int(self._lcount[0])
+        self._end(self._llog, self._lcount)
+
+    def _end(self, log: tuple[npt.NDArray[np.generic], ...],
+             count: npt.NDArray[np.int64]) -> None:
+        n = int(count[0])
         if n:
-            K.apply_deletion_log(*self._llog, n, self.vlabel, self.seg_off, self.seg_len,
-                                 self.loff, self.key, self.dt)
-            self._lcount[0] = 0
+            K.apply_deletion_log(*log, n, self.vlabel, self.seg_off, self.seg_len, self.loff,
+                                 self.key, self.dt)
+            count[0] = 0
 
     def _ended_room(self, deletions: int) -> tuple[npt.NDArray[np.generic], ...]:
         """The in-batch deletion log with room for ``deletions`` (in place only)."""
