@@ -26,8 +26,9 @@ keeps per-vertex label offsets (``loff``, see ``_labels``) beside these arrays.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,14 +51,17 @@ _INSERT_VERTEX = int(UpdateOp.INSERT_VERTEX)
 #: ``beside`` work (a thread's hand-over costs about 40 us; a b=64 batch merges in less)
 BESIDE_EDGES = 2048
 _side: ThreadPoolExecutor | None = None
+_side_lock = threading.Lock()
 
 
 def _side_pool() -> ThreadPoolExecutor:
     """The threads that merge batches beside their callers (one process-wide pool: the
-    merge is compiled code that releases the GIL)."""
+    merge is compiled code that releases the GIL; graphs of several engines in one process
+    merge at once)."""
     global _side
-    if _side is None:
-        _side = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="csm-merge")
+    with _side_lock:
+        if _side is None:
+            _side = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="csm-merge")
     return _side
 
 
@@ -125,6 +129,8 @@ class HostGraph:
         #: loop (``_end_logged``)
         self._llog = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
         self._lcount = np.zeros(1, np.int64)
+        #: a batch's merge on the side thread (``apply``'s ``beside``) while it runs
+        self._finishing: Future[None] | None = None
         self._alloc_vertices(vertex_capacity)
         self._alloc_pool(pool_capacity)
 
@@ -234,6 +240,7 @@ class HostGraph:
     def merge_deferred(self) -> None:
         """Put every deferred edge into its version, and end the entries of the logged
         deletions (before a whole-graph read)."""
+        self._settle_side()
         self._apply_log()
         if self._store is not None:
             self._merge(self._store, keep=False)
@@ -242,6 +249,14 @@ class HostGraph:
     def _apply_log(self) -> None:
         """End the entries of the deferred edges' logged deletions."""
         self._end(self._dlog, self._dcount)
+
+    def _settle_side(self) -> None:
+        """Before an update: a merge left running on the side thread by an interrupted
+        ``apply`` finished, and deletions logged by an interrupted batch ended."""
+        if self._finishing is not None:
+            wait([self._finishing])
+            self._finishing = None
+        self._end_logged()
 
     def _end_logged(self) -> None:
         """End the entries of the deletions the updater logged in this batch (in place)."""
@@ -377,6 +392,7 @@ class HostGraph:
         their versions and its deletions' entries ended on another thread (a large batch
         in place): it must not read the versions (offsets, lengths, entries) or change the
         graph. It may read the vertex labels and degrees."""
+        self._settle_side()
         n = len(batch)
         inserts, deletions, top = K.op_counts(batch.op)
         if self.loff.shape[1] and top >= _INSERT_VERTEX:
@@ -428,11 +444,12 @@ class HostGraph:
 
         todo = int(pend.pst[COUNT] - pend.pst[BASE]) + int(self._lcount[0])
         if beside is not None and todo >= BESIDE_EDGES:
-            finishing = _side_pool().submit(finish)
+            self._finishing = _side_pool().submit(finish)
             try:
                 beside(ops)
             finally:
-                finishing.result()
+                self._finishing.result()
+                self._finishing = None
         else:
             finish()
             if beside is not None:

@@ -140,7 +140,8 @@ def apply_deletion_log(d_a, d_b, d_t, n, vlabel, seg_off, seg_len, loff, key, dt
             e = base[s]
             while e < end[s] and key[e] == kk[s] and dt[e] != _INF:
                 e += 1
-            dt[e] = d_t[(g0 + s) >> 1]
+            if e < end[s] and key[e] == kk[s]:   # always, for an edge alive in its version
+                dt[e] = d_t[(g0 + s) >> 1]
 
 
 @nb.njit(cache=True, nogil=True)
