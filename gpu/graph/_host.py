@@ -442,8 +442,18 @@ class HostGraph:
             self._end_logged()
             self._merge(pend, keep=keep)
 
-        todo = int(pend.pst[COUNT] - pend.pst[BASE]) + int(self._lcount[0])
-        if beside is not None and todo >= BESIDE_EDGES:
+        inserted = int(pend.pst[COUNT] - pend.pst[BASE])
+        if beside is not None and inserted >= BESIDE_EDGES:
+            # the merge here, where the updater left the pending entries in cache (q0:
+            # 0.1-0.3 ms less than on the other core); the set-up beside it
+            aside = _side_pool().submit(beside, ops)
+            try:
+                finish()
+            finally:
+                wait([aside])
+            aside.result()
+        elif beside is not None and inserted + int(self._lcount[0]) >= BESIDE_EDGES:
+            # mostly deletions: their ending is the shorter part, so it goes aside
             self._finishing = _side_pool().submit(finish)
             try:
                 beside(ops)

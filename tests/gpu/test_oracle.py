@@ -88,13 +88,16 @@ def test_matches_oracle_update_by_update(seed: int, backend: str) -> None:
     _check_oracle(seed, backend)
 
 
+@pytest.mark.parametrize("least", [0, 1])
 @pytest.mark.parametrize("seed", range(0, 150, 5))
-def test_tasks_built_beside_the_merge_match_the_oracle(seed: int,
+def test_tasks_built_beside_the_merge_match_the_oracle(seed: int, least: int,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every batch's merge on another thread while the engine builds its tasks and units
-    (``HostGraph.apply``'s ``beside``; by default only batches of 2,048 insertions)."""
-    monkeypatch.setattr(host_module, "BESIDE_EDGES", 0)
-    monkeypatch.setattr(engine_module, "BESIDE_EDGES", 0)
+    """Every batch's merge and ended deletions beside the engine's building of its tasks
+    and units (``HostGraph.apply``'s ``beside``; by default from 2,048 updates): with
+    ``least`` 0 the set-up always goes to the other thread, with 1 a batch of deletions
+    alone sends their ending there instead."""
+    monkeypatch.setattr(host_module, "BESIDE_EDGES", least)
+    monkeypatch.setattr(engine_module, "BESIDE_EDGES", least)
     _check_oracle(seed, "cpu")
 
 
