@@ -47,17 +47,17 @@ __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 
 _NO_LABELS = np.zeros(0, np.bool_)
 _INSERT_VERTEX = int(UpdateOp.INSERT_VERTEX)
-#: pending edges and logged deletions from which a batch's merge runs beside the caller's
-#: ``beside`` work (a thread's hand-over costs about 40 us; a b=64 batch merges in less)
+#: a batch's insertions (with its logged deletions) from which its merge and the caller's
+#: ``beside`` run on two threads (a hand-over costs about 40 us; a b=64 batch merges in less)
 BESIDE_EDGES = 2048
 _side: ThreadPoolExecutor | None = None
 _side_lock = threading.Lock()
 
 
 def _side_pool() -> ThreadPoolExecutor:
-    """The threads that merge batches beside their callers (one process-wide pool: the
-    merge is compiled code that releases the GIL; graphs of several engines in one process
-    merge at once)."""
+    """The threads that run a batch's merge or its caller's set-up beside the other (one
+    process-wide pool: the merge is compiled code that releases the GIL; graphs of several
+    engines in one process use it at once)."""
     global _side
     with _side_lock:
         if _side is None:
@@ -442,10 +442,19 @@ class HostGraph:
             self._end_logged()
             self._merge(pend, keep=keep)
 
-        inserted = int(pend.pst[COUNT] - pend.pst[BASE])
+        self._side_by_side(finish, beside, ops, int(pend.pst[COUNT] - pend.pst[BASE]))
+        self._store = pend if keep and pend.deferred else None
+        return ops
+
+    def _side_by_side(self, finish: Callable[[], None],
+                      beside: Callable[[OpTable], None] | None, ops: OpTable,
+                      inserted: int) -> None:
+        """``finish()`` (the batch's merge and ended deletions) and ``beside(ops)``: one
+        after the other for a small batch, else on two threads. Many insertions merge
+        here, where the updater left the pending entries in cache (q0: 0.1-0.3 ms less
+        than on the other core), and the set-up goes aside; mostly deletions go aside
+        themselves, the shorter part."""
         if beside is not None and inserted >= BESIDE_EDGES:
-            # the merge here, where the updater left the pending entries in cache (q0:
-            # 0.1-0.3 ms less than on the other core); the set-up beside it
             aside = _side_pool().submit(beside, ops)
             try:
                 finish()
@@ -453,7 +462,6 @@ class HostGraph:
                 wait([aside])
             aside.result()
         elif beside is not None and inserted + int(self._lcount[0]) >= BESIDE_EDGES:
-            # mostly deletions: their ending is the shorter part, so it goes aside
             self._finishing = _side_pool().submit(finish)
             try:
                 beside(ops)
@@ -464,8 +472,6 @@ class HostGraph:
             finish()
             if beside is not None:
                 beside(ops)
-        self._store = pend if keep and pend.deferred else None
-        return ops
 
     def _merge(self, pend: Pending, keep: bool) -> None:
         """Put the pending entries of an in-place batch into their versions: ``keep``,
