@@ -312,7 +312,7 @@ class HostGraph:
             self.merge_deferred()   # the deletion log too has a bound
         st = self._store
         if st is None:
-            return Pending(2 * inserts)   # room to keep some for the next batches
+            return Pending(inserts)   # the next batches carry it over, doubling
         self._finish_merge(st)   # one an exception stopped: before anything is carried
         if st.room >= inserts:
             return st
