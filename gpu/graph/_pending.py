@@ -45,7 +45,7 @@ class Pending:
     def __init__(self, edges: int) -> None:
         slots = 1 << max(1, (2 * edges).bit_length())
         self.h_key = np.full(slots, _EMPTY, np.int64)
-        self.h_val = np.zeros(slots, np.int64)
+        self.h_val = np.zeros(slots, np.int32)   # an edge index: below 2^31
         self.pst = np.zeros(3, np.int64)
         m = 2 * edges
         self.owner = np.zeros(m, np.int32)
