@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .._jit import leaf
 from ._idmap import _hash
 
-__all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_has", "es_remove"]
+__all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_probe", "es_put", "es_remove"]
 
 _EMPTY, _TOMB = np.int64(-1), np.int64(-2)
 # st slots: pairs in the set, tombstones
@@ -76,9 +76,30 @@ def es_find(keys, pair):  # type: ignore[no-untyped-def]
     return np.int64(-1)
 
 
-@nb.njit(cache=True, nogil=True)
-def es_has(keys, pair):  # type: ignore[no-untyped-def]
-    return es_find(keys, pair) >= 0
+@leaf
+def es_probe(keys, pair):  # type: ignore[no-untyped-def]
+    """The slot holding ``pair``, or -1 - the slot ``es_put`` would fill (the first
+    tombstone or empty slot on its probe): one walk for an insertion's test and its add."""
+    mask = np.uint64(len(keys) - 1)
+    i = _hash(pair) & mask
+    free = np.int64(-1)
+    while keys[i] != _EMPTY:
+        if keys[i] == pair:
+            return np.int64(i)
+        if keys[i] == _TOMB and free < 0:
+            free = np.int64(i)
+        i = (i + np.uint64(1)) & mask
+    return -1 - (free if free >= 0 else np.int64(i))
+
+
+@leaf
+def es_put(keys, vals, st, i, pair, label):  # type: ignore[no-untyped-def]
+    """Add ``pair`` at slot ``i`` from ``es_probe`` (nothing written to the set since)."""
+    if keys[i] == _TOMB:
+        st[TOMBS] -= 1
+    keys[i] = pair
+    vals[i] = label
+    st[COUNT] += 1
 
 
 @nb.njit(cache=True, nogil=True)

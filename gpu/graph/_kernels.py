@@ -14,7 +14,7 @@ import numpy as np
 
 from .._jit import leaf
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
-from ._edgeset import es_add, es_drop, es_find, es_has, es_remove
+from ._edgeset import es_drop, es_find, es_probe, es_put, es_remove
 from ._idmap import _hash, find_id, set_direct, slot_of
 from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of, relevant
 from ._prefetch import prefetch
@@ -397,7 +397,8 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 b = _new_vertex(y, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch, loff)
             pair = pair_of(a, b)
-            if es_has(e_keys, pair):   # alive (in a version or pending)
+            slot = es_probe(e_keys, pair)
+            if slot >= 0:   # alive (in a version or pending)
                 o_status[j] = _IGNORED
                 n_out += 1
                 continue
@@ -417,7 +418,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                               key, elab, ct, dt)
                 _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len,
                               seg_cap, seg_batch, key, elab, ct, dt)
-            es_add(e_keys, e_vals, e_st, pair, lb)
+            es_put(e_keys, e_vals, e_st, -1 - slot, pair, lb)
             vdeg[a] += 1
             vdeg[b] += 1
             meta[NEDGES] += 1
