@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -281,26 +281,26 @@ class Engine:
         # a batch too small to merge beside its tasks' set-up keeps the plain path
         prepare = (getattr(self.executor, "prepare", None) if len(batch) >= BESIDE_EDGES
                    else None)
-        made: list[tuple[MatchTasks, object]] = []
+        made: dict[str, Any] = {}
 
         def beside(ops: OpTable) -> None:
             """The tasks and the executor's set-up that reads no version, built while the
             batch's insertions are merged (``HostGraph.apply``)."""
-            ei = ops.applied_edges()
-            if qids and len(ei) and prepare is not None:
+            made["ei"] = ei = ops.applied_edges()
+            if qids and len(ei):
                 ps = self._plan_set()
-                tasks = self._edge_tasks(ops, ei, ps)
-                made.append((tasks, prepare(self.graph, ps, tasks)))
+                made["tasks"] = tasks = self._edge_tasks(ops, ei, ps)
+                made["units"] = cast(Any, prepare)(self.graph, ps, tasks)
 
         ops = self.graph.apply(batch, beside) if prepare is not None else self.graph.apply(batch)
         self.executor.on_update(self.graph, ops)
-        ei = ops.applied_edges()
+        ei = made["ei"] if "ei" in made else ops.applied_edges()
         ticket, ntasks = None, 0
         if qids and len(ei):
             ps = self._plan_set()
-            if made:
-                tasks, prep = made[0]
-                ticket = self.executor.submit(self.graph, ps, tasks, prep)  # type: ignore[call-arg]
+            if "units" in made:
+                tasks = made["tasks"]
+                ticket = self.executor.submit(self.graph, ps, tasks, made["units"])  # type: ignore[call-arg]
             else:
                 tasks = self._edge_tasks(ops, ei, ps)
                 ticket = self.executor.submit(self.graph, ps, tasks)

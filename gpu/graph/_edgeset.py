@@ -117,11 +117,7 @@ def es_add(keys, vals, st, pair, label):  # type: ignore[no-untyped-def]
     i = _hash(pair) & mask
     while keys[i] != _EMPTY and keys[i] != _TOMB:
         i = (i + np.uint64(1)) & mask
-    if keys[i] == _TOMB:
-        st[TOMBS] -= 1
-    keys[i] = pair
-    vals[i] = label
-    st[COUNT] += 1
+    es_put(keys, vals, st, i, pair, label)
 
 
 @nb.njit(cache=True, nogil=True)
