@@ -4,6 +4,9 @@ figures vary between instances (run it from each checkout in turn, several round
 ``scripts/gpu-check.sh ab``). Imports the checkout in the working directory.
 
     CSM_BENCH_DEVICE_GRAPH=1 ENRON=.local-data/enron-labeled python bench/enron_ab.py
+
+QUERIES (default 0,1,5) and BATCHES (default 64,all) choose the runs; LAUNCH_CAP, where
+set, replaces the pipeline's launch capacity (an A/B of one tree).
 """
 
 from __future__ import annotations
@@ -24,11 +27,18 @@ from streams import read_graph, read_query, read_stream  # noqa: E402
 
 
 def main() -> None:
+    if "LAUNCH_CAP" in os.environ:
+        from gpu.cuda import _pipeline
+
+        _pipeline.LAUNCH_CAP = int(os.environ["LAUNCH_CAP"])
     d = Path(os.environ.get("ENRON", ".local-data/enron-labeled"))
     graph, stream = read_graph(d / "initial_graph.graph"), read_stream(d / "insertion_graph.graph")
-    for i in (0, 1, 5):
+    queries = [int(x) for x in os.environ.get("QUERIES", "0,1,5").split(",")]
+    sizes = [len(stream) if x == "all" else int(x)
+             for x in os.environ.get("BATCHES", "64,all").split(",")]
+    for i in queries:
         q = read_query(d / f"query_graph-{i}.graph")
-        for b in (64, len(stream)):
+        for b in sizes:
             t, pos, _ = time_run("gpu", graph, [q], stream, CountMode.EMBEDDINGS, 3, b)
             sys.stdout.write(f"query {i} b={b}: {t * 1e3:.2f} ms, +{pos:,}\n")
             sys.stdout.flush()

@@ -15,6 +15,7 @@ device seconds of each launch step.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import defaultdict
@@ -42,7 +43,7 @@ WRAPPED = [(_engine.Engine, "submit"), (_engine.Engine, "_finish"),
            (_pipeline.DevicePipeline, "submit"), (_pipeline.DevicePipeline, "_new_launch"),
            (_pipeline.DevicePipeline, "_start"), (_pipeline.DevicePipeline, "_launch"),
            (_pipeline.DevicePipeline, "take"), (_pipeline.DevicePipeline, "_finish"),
-           (_pipeline.DevicePipeline, "_read"), (_pipeline, "read_batch"),
+           (_pipeline.DevicePipeline, "_read"), (_pipeline, "_columns"),
            (_pipeline.DevicePipeline, "_recover"), (_pipeline.DevicePipeline, "_graphs"),
            (_pipeline.DevicePipeline, "_collect_garbage"),
            (_pipeline.DevicePipeline, "_configure"), (_pipeline.DevicePipeline, "poll"),
@@ -100,6 +101,10 @@ def enron(d: Path, queries: list[int], small: int) -> None:
 
 
 def main() -> None:
+    if "LAUNCH_CAP" in os.environ:   # an A/B of the launch capacity on one tree
+        from gpu.cuda import _pipeline
+
+        _pipeline.LAUNCH_CAP = int(os.environ["LAUNCH_CAP"])
     for owner, name in WRAPPED:
         _wrap(owner, name)
     if len(sys.argv) >= 3 and sys.argv[1] == "--enron":

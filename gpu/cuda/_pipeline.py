@@ -8,15 +8,18 @@ block (kernels/update.cu, kernels/match.cu):
     apply_step    resolve the updates, build and publish new versions (watermark: the
                   tick before the oldest batch any match lane may still be matching)
     build_units   tasks and live (task, plan) pairs with their level-2 slices, into the
-                  batch's match lane; the primitive updates' columns into the control block
+                  batch's match lane; the primitive updates' columns into the launch's
+                  result region (pinned host memory that becomes the result: _arena.py)
     on the batch's match lane (one of the executor's slot streams, with its rows)
     match_step    warps take units and T-DFS sub-tasks (counts per task)
-    collect_step  counts into the control block, then the block's sequence number
+    collect_step  signed, scaled counts into the result region, then the block's sequence
+                  number into the control block
 
 So batch k's matching runs beside the resolving of k+1 and the matching of the batches
 on the other lanes: at small b one batch's matching leaves most of the GPU idle. A lane's
 next batch resolves only after the lane's previous one has matched (its unit buffers are
-reused). Up to ``depth`` batches are in flight; reading a result needs no copy. Once the
+reused). Up to ``depth`` batches are in flight; reading a result needs no copy: its
+columns are the region's, and the host only picks out the applied updates and the tally. Once the
 pool is half full, it is compacted on the updater's stream between two launches, after
 every lane's work so far (the host does not wait; two pools alternate, each with its
 captured graphs). Growth of other device arrays or of the longest version re-captures
@@ -42,8 +45,9 @@ from .._types import UpdateBatch
 from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
+from ._arena import Region, shared_arena
 from ._device_graph import device_pointer, mapped_zeros
-from ._host_columns import ResultRows, insert_multiplicity, read_batch
+from ._host_columns import finish_rows, insert_multiplicity, row_numbers, zero_subs
 from ._updater import (
     DONE,
     FAULT,
@@ -70,17 +74,20 @@ __all__ = ["BatchColumns", "BatchTicket", "DevicePipeline", "SplitTicket"]
 
 # control block words and device words: must equal kernels/update.cu
 (C_N, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS, C_TICK0,
- C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1) = range(15)
-C_HDR = 16
-D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_SIZE = range(9)
+ C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1, C_RBASE, C_RROWS, C_RROW0) = range(18)
+C_HDR = 24
+(D_PAIRS, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_RB_LO, D_RB_HI,
+ D_RROWS, D_RROW0, D_SIZE) = range(13)
 SKIPPED = 4
-_OUT_COLS = 6        # a, b, label, tick, status, reason (int64 each)
 _NO_HOLD = np.iinfo(np.int64).max
 _FREE_LANE = 1 << 62   # a lane's tick word while nothing of it is in flight
 #: updates a launch holds (set up at registration): a larger batch is split into
-#: consecutive launches, read back as one (so resolving part k+1 overlaps matching part k,
-#: and no batch size makes the pipeline drain and allocate again)
-LAUNCH_CAP = 8192
+#: consecutive launches, read back as one (so no batch size makes the pipeline drain and
+#: allocate again). Since results need no host read (result regions), one big launch beats
+#: parts whose reads overlapped the next part's resolve: one-batch Enron (18,383 updates,
+#: same H100, two rounds) q0 1.42-1.45 ms at 8,192, 1.25-1.31 at 16,384, 1.24-1.30 at 32,768;
+#: q7 15.9 / 15.0 / 14.1 ms
+LAUNCH_CAP = 32768
 
 
 class BatchColumns(NamedTuple):
@@ -102,15 +109,13 @@ _PLACED = BatchColumns(OpTable(*(np.zeros(0, np.int64) for _ in dataclasses.fiel
 class BatchTicket:
     """One submitted batch: rows lo..lo+len(batch)-1 of its launch (a launch carries
     every batch submitted while the device was busy); ``wait`` returns its columns, its
-    counts scaled by ``scale`` (num and den rows, one column per query)."""
+    counts scaled by ``scale`` (num and den rows, one column per query). ``part``: it is a
+    part of a split batch, whose region holds the rows."""
 
     def __init__(self, pipe: DevicePipeline, launch: _Launch, batch: UpdateBatch,
-                 lo: int, scale: npt.NDArray[np.int64], into: ResultRows | None = None,
-                 row0: int = 0) -> None:
+                 lo: int, scale: npt.NDArray[np.int64], part: bool = False) -> None:
         self.pipe, self.launch, self.batch, self.lo = pipe, launch, batch, lo
-        self.scale = scale
-        #: a part of a split batch: its rows go to rows ``row0..`` of the batch's columns
-        self.into, self.row0 = into, row0
+        self.scale, self.part = scale, part
         self.result: BatchColumns | None = None
 
     def kernel_seconds(self) -> list[float]:
@@ -147,8 +152,8 @@ class SplitTicket:
     """A batch larger than a launch: consecutive parts, each a ticket of its own launch,
     read back as one batch (results never depend on how a stream is cut into batches)."""
 
-    def __init__(self, batch: UpdateBatch, parts: list[BatchTicket], rows: ResultRows) -> None:
-        self.batch, self.parts, self.rows = batch, parts, rows
+    def __init__(self, batch: UpdateBatch, parts: list[BatchTicket], region: Region) -> None:
+        self.batch, self.parts, self.region = batch, parts, region
         self.result: BatchColumns | None = None
 
     @property
@@ -172,11 +177,10 @@ class SplitTicket:
 
     def wait(self) -> BatchColumns:
         if self.result is None:
-            for p in self.parts:   # each read into its rows of the batch's columns
+            for p in self.parts:   # each in its rows of the batch's region
                 got = p.wait()
                 assert got is _PLACED
-            cols, applied, counts, sub, tally = self.rows.columns()
-            self.result = BatchColumns(OpTable(*cols), applied, counts, sub, tally)
+            self.result = _columns(self.region, 0, len(self.batch))
         return self.result
 
 
@@ -196,6 +200,10 @@ class _Launch:
         #: updates come after it (the pool must hold the rest of the batch too)
         self.split = False
         self.after = 0
+        #: where the device writes its rows' results: rows row0.. of ``region`` (its own,
+        #: taken when it starts, or a split batch's)
+        self.region: Region | None = None
+        self.row0 = 0
 
     @property
     def on_device(self) -> bool:
@@ -216,14 +224,12 @@ class _Lane:
 
 
 class _Block:
-    """A batch's control block: header, raw updates, primitive updates, counts."""
+    """A launch's control block: header and raw updates (its results go to a region)."""
 
-    def __init__(self, cp: Any, cap: int, nq: int, lane: _Lane) -> None:
+    def __init__(self, cp: Any, cap: int, lane: _Lane) -> None:
         self.lane = lane
-        self.counts_at = C_HDR + 2 * cap + _OUT_COLS * cap
-        self.ctrl = mapped_zeros(self.words(cap, nq), np.dtype(np.int64))
+        self.ctrl = mapped_zeros(self.words(cap), np.dtype(np.int64))
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
-        self.out = self.ctrl[C_HDR + 2 * cap:self.counts_at].reshape(_OUT_COLS, cap)
         self.ptr = device_pointer(self.ctrl)
         #: the new vertices' external ids of its batches (two an update, the rows' own
         #: places), copied to the device from here; reused once its launch has been read
@@ -238,8 +244,8 @@ class _Block:
         self.launch: _Launch | None = None   # the last launch that used it
 
     @staticmethod
-    def words(cap: int, nq: int) -> int:
-        return C_HDR + 2 * cap + _OUT_COLS * cap + cap * max(nq, 1)
+    def words(cap: int) -> int:
+        return C_HDR + 2 * cap
 
 
 class DevicePipeline:
@@ -293,6 +299,9 @@ class DevicePipeline:
         self.launches = 0
         self.recoveries = 0
         self.captures = 0   # blocks' graph pairs captured
+        #: result regions (the batches' columns, written by the device): the process's
+        self.arena = shared_arena()
+        self._scale: npt.NDArray[np.int64] | None = None   # the scale on the device
 
     @property
     def in_flight(self) -> int:
@@ -333,12 +342,15 @@ class DevicePipeline:
                 "q_hi": cp.asarray(plans.query_hi.astype(np.int32)),
                 "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
                 "front": cp.zeros(D_SIZE, cp.int32),   # the front's words (D_STALL, D_NOUT)
+                "scale": cp.zeros(2 * max(nq, 1), cp.int64),   # each query's num, den
             }
+            self._scale = None
             for lane in self._lanes:
                 lane.dev = {
                     "t_a": cp.zeros(tasks, cp.int32), "t_b": cp.zeros(tasks, cp.int32),
                     "t_el": cp.zeros(tasks, cp.int32), "t_k": cp.zeros(tasks, cp.int64),
                     "t_count": cp.zeros(tasks, cp.uint64),
+                    "t_row": cp.zeros(cap, cp.int32),
                     "u_task": cp.zeros(pairs, cp.int32), "u_plan": cp.zeros(pairs, cp.int32),
                     "u_first": cp.zeros(pairs + 1, cp.int32),
                     "u_nchunk": cp.zeros(pairs, cp.int32),
@@ -356,15 +368,16 @@ class DevicePipeline:
         # their graphs for the layout now, at registration rather than in the first
         # batches: a fresh engine's first launches paid both (a one-batch Enron run 3.5
         # of its 11 ms, and the first responses of a replay 5-7 ms)
-        if any(b.ctrl.size < _Block.words(LAUNCH_CAP, nq) for b in self._blocks):
+        if any(b.ctrl.size < _Block.words(LAUNCH_CAP) for b in self._blocks):
             self._blocks = []
-        self._blocks += [_Block(self.cp, LAUNCH_CAP, nq, self._lanes[i % len(self._lanes)])
+        self._blocks += [_Block(self.cp, LAUNCH_CAP, self._lanes[i % len(self._lanes)])
                          for i in range(len(self._blocks), self.depth)]
         self._next = 0
         # the id map's room for a launch's new ends (stage reserves two an update), so a
         # fresh engine's first launches do not rehash it (0.6 ms of a first 16,384 launch);
         # later growth doubles the map, once in a while
         self.updater.ids.reserve(2 * cap)
+        self.arena.reserve()
         maxlen = int(self.updater.meta[M_MAXLEN])
         self._stride = max(self._stride, _stride_for(maxlen, 0))
         full = self.updater.grid
@@ -455,12 +468,12 @@ class DevicePipeline:
             np.int32(lane.index), np.int32(len(self._lanes)), *resolver))
         mark()
         self._build((1,), (TILE,), (
-            block.ptr, ld["dims"], d["front"], np.int64(cap), np.int64(cap), u.o_op, u.o_a, u.o_b,
-            u.o_label, u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
+            ld["dims"], d["front"], u.o_op, u.o_a, u.o_b, u.o_src, u.o_dst, u.o_label,
+            u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"],
-            ld["t_count"], ld["u_task"], ld["u_plan"], ld["u_first"], ld["u_nchunk"],
-            ld["q_ctr"]))
+            ld["t_count"], ld["t_row"], ld["u_task"], ld["u_plan"], ld["u_first"],
+            ld["u_nchunk"], ld["q_ctr"]))
         mark()
 
     def _back(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
@@ -477,8 +490,8 @@ class DevicePipeline:
             ld["q_ctr"], np.int32(least), ld["t_count"], null, null, null, null, null, null))
         mark = mark or _nothing
         mark()
-        self._collect((1,), (256,), (block.ptr, ld["dims"], ld["t_count"],
-                                     np.int64(block.counts_at)))
+        self._collect((1,), (256,), (block.ptr, ld["dims"], ld["t_count"], ld["t_row"],
+                                     self._dev["scale"], np.int32(self._nq)))
         mark()
 
     # -- batches ------------------------------------------------------------------------
@@ -493,43 +506,54 @@ class DevicePipeline:
         with self._lock:
             self._check()
             self._configure(plans)
+            if scale is not self._scale:
+                self._set_scale(scale)
             cap = LAUNCH_CAP
             if len(batch) <= cap:
                 return self._submit(batch, scale)
             parts = []
-            rows = ResultRows(len(batch), scale.shape[1])
+            region = self.arena.take(len(batch), self._nq)
             try:
                 for lo in range(0, len(batch), cap):
                     self._after = max(0, len(batch) - lo - cap)
-                    parts.append(self._submit(batch.slice(lo, lo + cap), scale, rows, lo))
+                    parts.append(self._submit(batch.slice(lo, lo + cap), scale, region, lo))
             finally:
                 self._after = None
-            # the last part starts now: gathered behind the launches of the parts before
-            # it, it waited for the host to read them all (Enron query 7, one batch: 5 of
-            # its 20 ms with the device idle)
-            if self._open is parts[-1].launch:
-                self._start(self._open)
-            return SplitTicket(batch, parts, rows)
+            return SplitTicket(batch, parts, region)
+
+    def _set_scale(self, scale: npt.NDArray[np.int64]) -> None:
+        """Each query's num and den onto the device for collect_step (after the launches
+        in flight, which read the scale before it; it changes with the standing queries)."""
+        if self._scale is None or not np.array_equal(scale, self._scale):
+            self.drain()
+            with self.stream:
+                self._dev["scale"].set(np.ascontiguousarray(scale, np.int64).ravel())
+            self.stream.synchronize()
+        self._scale = scale
 
     def _submit(self, batch: UpdateBatch, scale: npt.NDArray[np.int64],
-                into: ResultRows | None = None, row0: int = 0) -> BatchTicket:
+                into: Region | None = None, row0: int = 0) -> BatchTicket:
         """One batch of at most a launch's capacity into the open launch (under the lock);
-        ``into``, ``row0``: a split batch's columns and this part's first row there."""
+        ``into``, ``row0``: a split batch's region and this part's first row there (a part
+        has its launch to itself: every part but the last fills one, and the last starts
+        at once)."""
         n = len(batch)
         g = self._open
-        if g is not None and g.n + n > LAUNCH_CAP:
+        if g is not None and (g.n + n > LAUNCH_CAP or into is not None):
             self._start(g)
             g = None
         if g is None:
             g = self._open = self._new_launch()
+        if into is not None:
+            g.region, g.row0 = into, row0
         o = g.n
         self.updater.stage(batch, g.block.inp, o, g.block.ext[2 * o:2 * (o + n)])
         g.n += n
         if self._after is not None:
             g.split, g.after = True, self._after
-        ticket = BatchTicket(self, g, batch, o, scale, into, row0)
+        ticket = BatchTicket(self, g, batch, o, scale, into is not None)
         g.tickets.append(ticket)
-        if not self._busy():
+        if not self._busy() or into is not None:   # (nothing may join a part's launch)
             self._start(g)
         return ticket
 
@@ -631,8 +655,11 @@ class DevicePipeline:
                 self._stride = _stride_for(bound, g.grow)
         self._seq += 1
         g.seq = self._seq
+        if g.region is None:
+            g.region = self.arena.take(g.n, self._nq)
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = g.n, _NO_HOLD, self._seq, 0
+        c[C_RBASE], c[C_RROWS], c[C_RROW0] = g.region.device, g.region.rows, g.row0
 
     def _need(self, n: int) -> int:
         """Pool room a launch of ``n`` updates needs so that its resolver never stops on a
@@ -763,6 +790,9 @@ class DevicePipeline:
                 self._broken = fault_error(self.updater.grid, self.updater.barrier_timeout)
                 raise self._broken
             if code == DONE:
+                if head.n > TILE:   # what split batches' parts are estimated from
+                    c = head.block.ctrl
+                    self._took.append(max(0, int(c[C_POOL1]) - int(c[C_POOL0])) / head.n)
                 self._read(head)
             elif code == SKIPPED:   # pragma: no cover - a failed batch is always taken first
                 raise BackendError("a pipelined batch was skipped without a failed one before it")
@@ -787,25 +817,13 @@ class DevicePipeline:
                         raise
 
     def _read(self, g: _Launch) -> None:
-        """Each batch's result columns (its rows, and its counts: one per applied edge
-        update and query, in row order), in one compiled pass a batch."""
-        c, out = g.block.ctrl, g.block.out
-        at = g.block.counts_at
-        if g.n > TILE:   # what split batches' parts are estimated from (two mapped reads)
-            self._took.append(max(0, int(c[C_POOL1]) - int(c[C_POOL0])) / g.n)
-        vext = self.view.ext_room()
+        """Each batch's result: its rows of the launch's region, with its applied updates
+        and tally picked out in one compiled pass (a split batch's part: nothing yet, its
+        batch is read as one)."""
+        region = g.region
+        assert region is not None
         for t in g.tickets:
-            b = t.batch
-            if t.into is not None:
-                k = t.into.read(out, c, t.lo, at, b.op, b.src, b.dst, t.scale[0], t.scale[1],
-                                vext, t.row0)
-                t.result = _PLACED
-            else:
-                cols, ei, counts, sub, tally = read_batch(out, c, t.lo, at, b.op, b.src, b.dst,
-                                                          t.scale[0], t.scale[1], vext)
-                t.result = BatchColumns(OpTable(*cols), ei, counts, sub, tally)
-                k = len(ei)
-            at += k * len(t.scale[0])
+            t.result = _PLACED if t.part else _columns(region, g.row0 + t.lo, len(t.batch))
 
     def _recover(self, g: _Launch) -> None:
         """The launch stopped on a full pool, output or vertex array: finish it on the host
@@ -831,26 +849,33 @@ class DevicePipeline:
                            plans.query_hi, np.full(self._nq, -1, np.int64))
         self.ex._installed = self.stream.record()
         out = self.ex.submit(self.view, plans, tasks).wait()  # type: ignore[arg-type]
-        self.view.note(ops)
-        at = 0
-        for t in g.tickets:   # rows lo..hi-1 of the launch, their tasks in the same order
-            lo, hi = t.lo, t.lo + len(t.batch)
-            cols = {f.name: getattr(ops, f.name)[lo:hi] for f in dataclasses.fields(OpTable)}
-            cols["raw"] = cols["raw"] - lo
-            part = OpTable(**cols)
-            ei = part.applied_edges()
-            k = len(ei) * self._nq
-            counts, sub, tally = result_columns(part.raw, part.status, part.op, ei,
-                                                out.counts[at:at + k], t.scale[0], t.scale[1])
-            if t.into is not None:
-                t.into.put(tuple(cols.values()), ei, counts, sub, tally, t.row0)
-                t.result = _PLACED
-            else:
-                t.result = BatchColumns(part, ei, counts, sub, tally)
-            at += k
+        # the rows into the launch's region, as the device would have written them (one
+        # primitive update a row, in raw order), then read as a finished launch is
+        counts, _, _ = result_columns(ops.raw, ops.status, ops.op, ei, out.counts,
+                                      self._scale[0], self._scale[1])  # type: ignore[index]
+        r, at = g.region, g.row0
+        assert r is not None
+        for name in ("tick", "src", "dst", "a", "b", "label", "op", "status", "reason"):
+            getattr(r, name)[at:at + n] = getattr(ops, name)
+        r.counts[at:at + n] = counts
+        self._read(g)
         for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
             later.block.ctrl[C_DONE] = 0
             self._launch(later)
+
+
+def _columns(r: Region, at: int, n: int) -> BatchColumns:
+    """A batch's result from rows ``at..at+n-1`` of its region: the region's columns
+    themselves (views; raw and sub shared read-only), its applied updates and tally."""
+    if at == 0 and n == r.rows:
+        cols = (r.op, r.a, r.b, r.src, r.dst, r.label, r.tick, r.status, r.reason, r.counts)
+    else:
+        cols = tuple(c[at:at + n] for c in (r.op, r.a, r.b, r.src, r.dst, r.label, r.tick,
+                                             r.status, r.reason, r.counts))
+    op, a, b, src, dst, label, tick, status, reason, counts = cols
+    ei, tally = finish_rows(op, status, counts)
+    return BatchColumns(OpTable(row_numbers(n), op, a, b, src, dst, label, tick, status, reason),
+                        ei, counts, zero_subs(n), tally)
 
 
 def _stride_for(bound: int, grow: int) -> int:

@@ -28,7 +28,7 @@ from ..graph import _kernels as K
 from ..graph._host import HostGraph, LoadStats, OpTable, ranges, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
-from ._host_columns import note_ext, stage_rows
+from ._host_columns import stage_rows
 from .kernels import BUILD_TILES, LF_GMAX, TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
@@ -622,8 +622,11 @@ class DeviceGraphView:
 
     def __init__(self, store: DeviceUpdater) -> None:
         self.store = store
-        #: internal id -> external id, kept from each batch's primitive updates (listings)
-        self.vext = np.zeros(1024, np.int64)
+        #: a copy of the device's internal id -> external id (listings map rows back), for
+        #: this many vertices (-1: read it again): internal ids are never reused, so the
+        #: copy is current while the device has made no vertex since
+        self._vext = np.zeros(1, np.int64)
+        self._vext_nv = -1
         self.layout = 0
 
     # HostGraph's engine-facing surface -------------------------------------------------
@@ -672,7 +675,7 @@ class DeviceGraphView:
              src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
              label: npt.NDArray[np.int32]) -> Any:
         stats = self.store.load(vertex_ids, vertex_labels, src, dst, label)
-        self.vext = self.store.vext[: max(1, self.num_vertices)].get()
+        self._vext_nv = -1
         return stats
 
     def dump(self) -> dict[str, npt.NDArray[np.generic]]:
@@ -682,25 +685,21 @@ class DeviceGraphView:
 
     def restore(self, arrays: dict[str, npt.NDArray[np.generic]]) -> None:
         self.store.restore(arrays)
-        self.vext = self.store.vext[: max(1, self.num_vertices)].get()
+        self._vext_nv = -1
 
     def apply(self, batch: UpdateBatch) -> OpTable:
-        ops = self.store.apply(batch)
-        self.note(ops)
-        return ops
+        return self.store.apply(batch)  # type: ignore[no-any-return]
 
-    def note(self, ops: OpTable) -> None:
-        """Keep the external ids of the vertices ``ops`` names (listings map rows back)."""
-        note_ext(self.ext_room(), ops.a, ops.src, ops.b, ops.dst)
-
-    def ext_room(self) -> npt.NDArray[np.int64]:
-        """:attr:`vext`, grown to every vertex the device has made so far."""
+    @property
+    def vext(self) -> npt.NDArray[np.int64]:
+        """Internal id -> external id, read from the device when it has made vertices
+        since the last read (listings only, which come after a drain; the pipeline's
+        results carry their external ids already)."""
         nv = self.num_vertices
-        if nv > len(self.vext):
-            grown = np.zeros(max(nv, 2 * len(self.vext)), np.int64)
-            grown[: len(self.vext)] = self.vext
-            self.vext = grown
-        return self.vext
+        if nv != self._vext_nv:
+            self._vext = self.store.vext[: max(1, nv)].get()
+            self._vext_nv = nv
+        return self._vext
 
     def alive_edges(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
                                    npt.NDArray[np.int32]]:

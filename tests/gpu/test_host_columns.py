@@ -6,95 +6,93 @@ from __future__ import annotations
 import numpy as np
 
 from gpu._result_columns import result_columns
-from gpu.cuda._host_columns import (
-    ResultRows,
-    insert_multiplicity,
-    intern_ends,
-    note_ext,
-    read_batch,
-    stage_rows,
-)
+from gpu.cuda._arena import Region, ResultArena, numpy_chunk
+from gpu.cuda._host_columns import finish_rows, insert_multiplicity, intern_ends, stage_rows
 from gpu.graph import IdMap
 
 
-def _block(rng: np.random.Generator, cap: int) -> np.ndarray:
-    """A control block's output rows: a, b, label, tick, status, reason."""
-    out = rng.integers(-1, 1000, (6, cap)).astype(np.int64)
-    out[4] = rng.integers(0, 3, cap)   # statuses
-    return out
+def _rows(rng: np.random.Generator, n: int, nq: int) -> tuple[np.ndarray, ...]:
+    """op, status and signed counts as the device writes a launch's rows: counts only for
+    applied edge updates, + for an insertion, - for a deletion."""
+    op = rng.integers(0, 2, n).astype(np.int8)
+    status = rng.integers(0, 3, n).astype(np.int8)
+    counts = rng.integers(0, 50, (n, nq)).astype(np.int64)
+    counts[status != 0] = 0
+    counts[op == 1] *= -1
+    return op, status, counts
 
 
-def test_read_batch_equals_the_separate_readings() -> None:
-    """Columns, applied indices, signed scaled counts, tally and external ids as the
-    numpy reading, applied_edges, result_columns and note_ext gave them."""
+def test_finish_rows_equals_applied_edges_and_result_columns() -> None:
+    """The applied indices and tally the host picks out of a region's rows are what
+    OpTable.applied_edges and result_columns give (one primitive update a raw one)."""
     from gpu.graph._host import OpTable
 
     rng = np.random.default_rng(3)
-    cap, lo, at = 64, 11, 7
-    for n, nq in ((37, 2), (1, 1), (0, 3)):
-        out = _block(rng, cap)
-        op = rng.integers(0, 2, n).astype(np.int8)
-        src = rng.integers(0, 1 << 40, n).astype(np.int64)
-        dst = rng.integers(0, 1 << 40, n).astype(np.int64)
-        ctrl = rng.integers(0, 50, at + n * nq).astype(np.int64)
-        scale = np.array([rng.integers(1, 5, nq), rng.integers(1, 3, nq)], np.int64)
-        vext = np.zeros(1000, np.int64)
-        cols, ei, counts, sub, tally = read_batch(out, ctrl, lo, at, op, src, dst, scale[0],
-                                                  scale[1], vext)
-        c = out[:, lo:lo + n]
-        want = (np.arange(n, dtype=np.int32), op, c[0].astype(np.int32),
-                c[1].astype(np.int32), src, dst, c[2].astype(np.int32), c[3],
-                c[4].astype(np.int8), c[5].astype(np.int8))
-        for g, w in zip(cols, want, strict=True):
-            assert g.dtype == w.dtype and np.array_equal(g, w)
-        assert not np.shares_memory(cols[1], op) and not np.shares_memory(cols[4], src)
-        ops = OpTable(*want)
-        want_ei = ops.applied_edges()
-        assert np.array_equal(ei, want_ei)
-        w_counts, w_sub, w_tally = result_columns(
-            ops.raw, ops.status, ops.op, want_ei, ctrl[at:at + len(want_ei) * nq], scale[0],
-            scale[1])
-        assert np.array_equal(counts, w_counts) and np.array_equal(sub, w_sub)
-        assert np.array_equal(tally, w_tally)
-        w_ext = np.zeros(1000, np.int64)
-        note_ext(w_ext, ops.a, ops.src, ops.b, ops.dst)
-        assert np.array_equal(vext, w_ext)
+    for n, nq in ((37, 2), (1, 1), (0, 3), (500, 1)):
+        op, status, counts = _rows(rng, n, nq)
+        ei, tally = finish_rows(op, status, counts)
+        z = np.zeros(n, np.int32)
+        ops = OpTable(np.arange(n, dtype=np.int32), op, z, z, z.astype(np.int64),
+                      z.astype(np.int64), z, z.astype(np.int64), status, status)
+        want = ops.applied_edges()
+        assert ei.dtype == np.int64 and np.array_equal(ei, want)
+        flat = np.abs(counts[want]).ravel()
+        w_counts, _, w_tally = result_columns(ops.raw, status, op, want, flat,
+                                              np.ones(nq, np.int64), np.ones(nq, np.int64))
+        assert np.array_equal(w_counts, counts) and np.array_equal(tally, w_tally)
 
 
-def test_result_rows_of_parts_equal_the_parts_concatenated() -> None:
-    """A split batch's parts read (or put, as a part the host path finished) straight into
-    its columns give what concatenating each part's own columns gave: raw and applied
-    indices offset by the part's first row, counts in row order, tallies summed."""
-    rng = np.random.default_rng(5)
-    nq, cap = 2, 64
-    sizes = (37, 1, 0, 20, 9)
-    scale = np.array([rng.integers(1, 5, nq), rng.integers(1, 3, nq)], np.int64)
-    rows, want, vext = ResultRows(sum(sizes), nq), [], np.zeros(1000, np.int64)
-    row0 = 0
-    for part, n in enumerate(sizes):
-        out, lo, at = _block(rng, cap), int(rng.integers(0, cap - n + 1)), 3
-        op = rng.integers(0, 2, n).astype(np.int8)
-        src = rng.integers(0, 1 << 40, n).astype(np.int64)
-        dst = rng.integers(0, 1 << 40, n).astype(np.int64)
-        ctrl = rng.integers(-9, 50, at + n * nq).astype(np.int64)
-        got = read_batch(out, ctrl, lo, at, op, src, dst, scale[0], scale[1], vext)
-        want.append(got)
-        if part == 3:
-            cols, ei, counts, sub, tally = got
-            rows.put(cols, ei, counts, sub, tally, row0)
+def _arena(chunk: int) -> ResultArena:
+    return ResultArena(chunk, numpy_chunk)
+
+
+def test_a_regions_columns_are_laid_out_as_the_kernel_reads_them() -> None:
+    """tick, src, dst, counts (int64), a, b, label (int32), op, status, reason (int8),
+    each ``rows`` long, one after the other from the region's address (update.cu
+    region_at), inside the region's bytes."""
+    rows, nq = 13, 3
+    r = _arena(1 << 12).take(rows, nq)
+    at = r.device
+    for name, size in (("tick", 8), ("src", 8), ("dst", 8), ("counts", 8 * nq), ("a", 4),
+                       ("b", 4), ("label", 4), ("op", 1), ("status", 1), ("reason", 1)):
+        col = getattr(r, name)
+        assert col.ctypes.data == at and col.nbytes == size * rows, name
+        assert col.flags.writeable and col.flags.c_contiguous
+        at += size * rows
+    assert at - r.device == Region.nbytes(rows, nq)
+
+
+def test_the_arena_reuses_a_region_once_its_last_view_is_gone() -> None:
+    """Regions come from a ring: freed ones (in any order) make room again, a live one
+    (or any view of it) is never handed out twice, and a chunk too full gives way to a
+    larger one while the old one's regions stay valid."""
+    import gc
+
+    rng = np.random.default_rng(9)
+    arena = _arena(1 << 14)
+    live: list[tuple[np.ndarray, int]] = []   # a view kept of each live region, its mark
+    mark = 0
+    for step in range(3000):
+        if live and rng.random() < 0.5:   # drop one (the oldest or any)
+            live.pop(0 if rng.random() < 0.5 else int(rng.integers(0, len(live))))
         else:
-            k = rows.read(out, ctrl, lo, at, op, src, dst, scale[0], scale[1], vext, row0)
-            assert k == len(got[1])
-        row0 += n
-    cols, ei, counts, sub, tally = rows.columns()
-    at = [int(x) for x in np.cumsum([0, *sizes[:-1]])]
-    for f, col in enumerate(cols):
-        parts = [w[0][f] + (o if f == 0 else 0) for w, o in zip(want, at, strict=True)]
-        assert col.dtype == parts[0].dtype and np.array_equal(col, np.concatenate(parts))
-    assert np.array_equal(ei, np.concatenate([w[1] + o for w, o in zip(want, at, strict=True)]))
-    assert np.array_equal(counts, np.concatenate([w[2] for w in want]))
-    assert np.array_equal(sub, np.concatenate([w[3] for w in want]))
-    assert np.array_equal(tally, np.sum([w[4] for w in want], axis=0))
+            r = arena.take(int(rng.integers(1, 40)), int(rng.integers(1, 3)))
+            view = r.counts if rng.random() < 0.5 else r.reason[1:]   # keeps it all
+            mark += 1
+            r.tick[:] = mark
+            live.append((r.tick, mark))
+            del r, view
+        if step % 500 == 0:
+            gc.collect()
+        for tick, m in live:   # nothing live was overwritten by a later region
+            assert (tick == m).all()
+    del live
+    gc.collect()
+    assert arena.live <= 1
+    chunks = arena.chunks
+    for _ in range(1000):   # regions taken and dropped one after the other: no new chunk
+        arena.take(int(rng.integers(1, 40)), 2).tick[:] = 1
+    assert arena.chunks == chunks
 
 
 def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
@@ -117,21 +115,6 @@ def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
     assert np.array_equal(new_a[:k], new_b[:k])
     assert np.array_equal(inp[:, at:at + n], np.array([op, sx, sy, label], np.int32))
     assert (inp[:, :at] == -7).all() and (inp[:, at + n:] == -7).all()
-
-
-def test_note_ext_equals_the_numpy_scatter() -> None:
-    rng = np.random.default_rng(4)
-    n, nv = 200, 50
-    a = rng.integers(-1, nv, n).astype(np.int32)
-    b = rng.integers(-1, nv, n).astype(np.int32)
-    ext = rng.integers(0, 1 << 40, nv).astype(np.int64)   # one external id per vertex
-    src, dst = ext[np.maximum(a, 0)], ext[np.maximum(b, 0)]
-    got, want = np.zeros(nv, np.int64), np.zeros(nv, np.int64)
-    note_ext(got, a, src, b, dst)
-    for ids, e in ((a, src), (b, dst)):
-        known = ids >= 0
-        want[ids[known]] = e[known]
-    assert np.array_equal(got, want)
 
 
 def test_intern_ends_gives_slots_in_first_seen_order() -> None:
@@ -196,10 +179,10 @@ def test_applied_edges_equals_the_numpy_selection() -> None:
 
     rng = np.random.default_rng(6)
     for n in (0, 1, 8, 300):
-        cols, *_ = read_batch(_block(rng, 512), np.zeros(0, np.int64), 5, 0,
-                              rng.integers(0, 4, n).astype(np.int8), np.zeros(n, np.int64),
-                              np.zeros(n, np.int64), np.zeros(0, np.int64),
-                              np.ones(0, np.int64), np.zeros(1000, np.int64))
+        op, status = rng.integers(0, 4, n).astype(np.int8), rng.integers(0, 3, n).astype(np.int8)
+        z = np.zeros(n, np.int32)
+        cols = (z, op, z, z, z.astype(np.int64), z.astype(np.int64), z, z.astype(np.int64),
+                status, status)
         ops = OpTable(*cols)
         want = np.flatnonzero((ops.op <= 1) & (ops.status == 0))
         got = ops.applied_edges()
@@ -246,6 +229,11 @@ def test_the_pipelines_constants_equal_the_kernels() -> None:
     words = re.search(r"enum \{ (C_N = 0,[^}]*)\}", src)
     assert words is not None
     names = [w.split("=")[0].strip() for w in words.group(1).split(",") if w.strip()]
-    for i, name in enumerate(names[:-1]):   # the last is C_HDR = 16
+    for i, name in enumerate(names[:-1]):   # the last is C_HDR = ...
         assert getattr(p, name) == i, name
-    assert p.C_HDR == 16
+    assert names[-1] == "C_HDR" and p.C_HDR == int(words.group(1).rsplit("=", 1)[1])
+    dwords = re.search(r"enum \{ (D_PAIRS = 0,[^}]*)\}", src)
+    assert dwords is not None
+    dnames = [w.strip() for w in dwords.group(1).replace("= 0", "").split(",") if w.strip()]
+    for i, name in enumerate(dnames):
+        assert getattr(p, name) == i, name

@@ -1846,14 +1846,18 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
 
 // control block words; must equal gpu/cuda/_pipeline.py
 enum { C_N = 0, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS,
-       C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1, C_HDR = 16 };
+       C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1, C_RBASE, C_RROWS, C_RROW0,
+       C_HDR = 24 };
 // device words: match_step's unit counts and queue epoch, and the stall flag (a batch
 // that stopped on a full pool or output makes every later one skip, so none is resolved
 // out of order before the host has finished it); what a step hands the next without a
 // round trip through mapped memory: the rows to build tasks from and the sequence number
 // (apply_step to build_units, in the front's words), the tasks and the sequence number
 // (build_units to collect_step, in the lane's)
-enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_SIZE };
+// (and the launch's result region: its device address, rows and first row, apply_step to
+// build_units to collect_step)
+enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_RB_LO,
+       D_RB_HI, D_RROWS, D_RROW0, D_SIZE };
 #define SKIPPED 4
 
 // Raw updates: op, slot x, slot y, label (in_cap int32 each, after the header).
@@ -1876,12 +1880,18 @@ __device__ __forceinline__ void apply_step_body(STEP_ARGS) {
     // the raw updates in one more round, and the results go back from registers.
     if (t == 0) {
         long long c_n = ctrl[C_N], c_hold = ctrl[C_HOLD], c_seq = ctrl[C_SEQ];
+        long long rb = 0, rrows = 0, rrow0 = 0;
+        if (blockIdx.x == 0) { rb = ctrl[C_RBASE]; rrows = ctrl[C_RROWS]; rrow0 = ctrl[C_RROW0]; }
         State m = blockIdx.x == 0 ? load_meta(meta) : State{};
         probe_after(gw, P_MAPPED, c_n + c_hold + c_seq + m.nv + m.tick + m.launch);
         if (blockIdx.x == 0) {
             dims[D_NOUT] = 0;   // (skipped: no rows)
             dims[D_SEQ_LO] = (int)(c_seq & 0xffffffff);
             dims[D_SEQ_HI] = (int)(c_seq >> 32);
+            dims[D_RB_LO] = (int)(rb & 0xffffffff);
+            dims[D_RB_HI] = (int)(rb >> 32);
+            dims[D_RROWS] = (int)rrows;
+            dims[D_RROW0] = (int)rrow0;
         }
         skip = *(volatile int*)(dims + D_STALL);
         n = c_n;
@@ -1971,28 +1981,51 @@ __device__ __forceinline__ int slices(const int* pl, const int* l2src, int p, lo
     return (int)max(1LL, min((long long)max_slices, (est + slice - 1) / slice));
 }
 
+// A launch's result region (mapped pinned host memory the host hands out as the batch's
+// result columns, gpu/cuda/_arena.py): `rows` rows of tick, src, dst, counts (nq an row;
+// int64), a, b, label (int32), op, status, reason (int8), one column after the other.
+struct Region {
+    long long *tick, *src, *dst, *counts;
+    int *a, *b, *label;
+    signed char *op, *status, *reason;
+    long long row0;
+};
+
+__device__ __forceinline__ Region region_at(const int* w, int nq) {
+    char* base = (char*)(((unsigned long long)(unsigned)w[D_RB_HI] << 32) | (unsigned)w[D_RB_LO]);
+    long long rows = w[D_RROWS];
+    Region r;
+    r.tick = (long long*)base; r.src = r.tick + rows; r.dst = r.src + rows;
+    r.counts = r.dst + rows;
+    r.a = (int*)(r.counts + rows * nq); r.b = r.a + rows; r.label = r.b + rows;
+    r.op = (signed char*)(r.label + rows); r.status = r.op + rows; r.reason = r.status + rows;
+    r.row0 = w[D_RROW0];
+    return r;
+}
+
 // The batch's tasks (one per applied edge update and query, in op order) and its live
 // (task, plan) pairs with their level-2 slices, as match_step reads them; the primitive
-// updates' device columns go to the control block. One block; pairs keep task order (no
-// heaviest-first sort: T-DFS splitting takes care of stragglers).
+// updates' columns go to the launch's result region (its counts zeroed: collect_step
+// writes the applied updates'), and each task's row and sign to t_row. One block; pairs
+// keep task order (no heaviest-first sort: T-DFS splitting takes care of stragglers).
 extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
-    long long* ctrl, int* dims, const int* front, long long in_cap, long long out_cap,
-    const signed char* o_op, const int* o_a, const int* o_b, const int* o_el,
-    const long long* o_tick, const signed char* o_status, const signed char* o_reason,
+    int* dims, const int* front, const signed char* o_op, const int* o_a, const int* o_b,
+    const long long* o_src, const long long* o_dst, const int* o_el, const long long* o_tick,
+    const signed char* o_status, const signed char* o_reason,
     const long long* seg, const int* vlabel, const int* pl, const int* q_lo, const int* q_hi,
     const int* l2src, int nq, int slice, int max_slices,
-    int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count,
+    int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count, int* t_row,
     int* u_task, int* u_plan, int* u_first, int* u_nchunk, unsigned int* q_ctr) {
     __shared__ int wsum[NWARPS];
     __shared__ long long n;
     int t = threadIdx.x;
     if (t == 0) {
         n = front[D_NOUT];   // 0 unless apply_step finished (DONE)
-        dims[D_SEQ_LO] = front[D_SEQ_LO];
-        dims[D_SEQ_HI] = front[D_SEQ_HI];
+        for (int w = D_SEQ_LO; w < D_SIZE; ++w)
+            if (w != D_NTASK) dims[w] = front[w];   // sequence number and region: collect_step's
     }
     __syncthreads();
-    long long* out = ctrl + C_HDR + 2 * in_cap;   // a, b, label, tick, status, reason
+    Region out = region_at(front, nq);
     int ce = 0, cp = 0, cu = 0;   // tasks' edge updates, pairs, units so far
     for (long long base = 0; base < n; base += TILE) {
         long long i = base + t;
@@ -2001,14 +2034,18 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
         long long k = 0;
         if (i < n) {
             a = o_a[i]; b = o_b[i]; el = o_el[i]; k = o_tick[i];
-            out[i] = a; out[out_cap + i] = b; out[2 * out_cap + i] = el;
-            out[3 * out_cap + i] = k; out[4 * out_cap + i] = o_status[i];
-            out[5 * out_cap + i] = o_reason[i];
-            edge = o_status[i] == ST_APPLIED && o_op[i] <= OP_DEL_E;
+            signed char op = o_op[i], st = o_status[i];
+            long long r = out.row0 + i;
+            out.tick[r] = k; out.src[r] = o_src[i]; out.dst[r] = o_dst[i];
+            for (int j = 0; j < nq; ++j) out.counts[r * nq + j] = 0;
+            out.a[r] = a; out.b[r] = b; out.label[r] = el;
+            out.op[r] = op; out.status[r] = st; out.reason[r] = o_reason[i];
+            edge = st == ST_APPLIED && op <= OP_DEL_E;
         }
         int tot;
         int e = ce + block_scan(edge ? 1 : 0, wsum, &tot);
         ce += tot;
+        if (edge) t_row[e] = (int)(i << 1) | (o_op[i] == OP_DEL_E);
         int np = 0, nu = 0;
         long long la = 0, lb = 0;
         int va = 0, vb = 0;
@@ -2047,18 +2084,24 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
         u_first[cp] = cu;
         dims[D_PAIRS] = cp; dims[D_UNITS] = cu; dims[D_EPOCH] += 1;
         dims[D_NTASK] = ce * nq;
-        ctrl[C_NTASK] = (long long)ce * nq; ctrl[C_NPAIRS] = cp; ctrl[C_NUNITS] = cu;
     }
 }
 
-// The batch's counts into its control block, then its sequence number: the host may read
-// the block once C_DONE equals C_SEQ (or the stream's event has fired).
+// The batch's counts into its result region, signed (- for a deletion) and scaled by each
+// query's num / den (`scale`: nq nums, then nq dens), then its sequence number into the
+// control block: the host may read the region once C_DONE equals C_SEQ (or the stream's
+// event has fired).
 extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
-                                        const unsigned long long* t_count,
-                                        long long counts_at) {
+                                        const unsigned long long* t_count, const int* t_row,
+                                        const long long* scale, int nq) {
     long long nt = dims[D_NTASK];   // device words: no read of mapped memory on this path
-    for (long long i = threadIdx.x; i < nt; i += blockDim.x)
-        ctrl[counts_at + i] = (long long)t_count[i];
+    Region out = region_at(dims, nq);
+    for (long long i = threadIdx.x; i < nt; i += blockDim.x) {
+        int e = (int)(i / nq), q = (int)(i - (long long)e * nq);
+        int rc = t_row[e];
+        long long c = (long long)t_count[i] * scale[q] / scale[nq + q];
+        out.counts[(out.row0 + (rc >> 1)) * nq + q] = (rc & 1) ? -c : c;
+    }
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0)

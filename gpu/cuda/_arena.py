@@ -1,0 +1,183 @@
+"""Result regions: pinned, mapped host memory that the device writes a launch's result
+columns into and the host hands out as the batch's numpy columns, without a copy.
+
+The host read of a launch's rows was bound by the host's memory traffic: some 130 bytes a
+row read and written (one-batch Enron query 0: 18,383 rows in 0.48 ms on the H100's host,
+17-33 ns a row, most of it after the device had finished). Now build_units and
+collect_step write each row's final columns (kernels/update.cu ``Region``) and the host
+reads only op, status and counts for the applied indices and the tally.
+
+A region lives as long as any column of it: each is a ctypes array over the arena's
+memory, and every numpy view of it keeps it alive; when the last goes, a weak reference
+tells the arena. Regions are carved from a chunk in order, as a ring: the space from the
+oldest live region to the newest is taken, the rest is free. A chunk too full for a
+new region gives way to a new one of twice the size; the old one goes once its last
+region does (each region holds its chunk), so a caller that keeps every result only
+costs memory, as numpy results would. One arena serves the process (:func:`shared_arena`):
+pinned memory is slow to allocate (a 16 MiB chunk took about 6 ms on the H100's host,
+which every fresh engine's first batch paid while each pipeline had its own)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Region", "ResultArena", "shared_arena"]
+
+_ALIGN = 64
+
+
+class Region:
+    """``rows`` rows of tick, src, dst, counts (nq a row; int64), a, b, label (int32),
+    op, status, reason (int8), one column after the other: the layout kernels/update.cu's
+    ``region_at`` computes from the same address, rows and nq. ``device``: its address
+    for kernels."""
+
+    __slots__ = ("a", "b", "counts", "device", "dst", "label", "op", "reason", "rows",
+                 "src", "status", "tick")
+
+    def __init__(self, buf: Any, device: int, rows: int, nq: int) -> None:
+        self.rows, self.device = rows, device
+        wide = np.frombuffer(buf, np.int64, (3 + nq) * rows)
+        self.tick, self.src, self.dst = wide[:rows], wide[rows:2 * rows], wide[2 * rows:3 * rows]
+        self.counts = wide[3 * rows:].reshape(rows, nq)
+        mid = np.frombuffer(buf, np.int32, 3 * rows, 8 * (3 + nq) * rows)
+        self.a, self.b, self.label = mid[:rows], mid[rows:2 * rows], mid[2 * rows:]
+        narrow = np.frombuffer(buf, np.int8, 3 * rows, (8 * (3 + nq) + 12) * rows)
+        self.op, self.status, self.reason = narrow[:rows], narrow[rows:2 * rows], narrow[2 * rows:]
+
+    @staticmethod
+    def nbytes(rows: int, nq: int) -> int:
+        return (8 * (3 + nq) + 12 + 3) * rows
+
+
+class ResultArena:
+    """Regions for launches' results. ``alloc(nbytes)``: a new chunk as (keeper, host
+    address, device address); the keeper holds the memory (default: CuPy's pinned memory,
+    mapped; tests pass numpy's). Pipelines of several engines share it: ``take`` holds a
+    lock (the weak references' callbacks only append to a deque, from any thread)."""
+
+    def __init__(self, chunk_bytes: int = 16 << 20,
+                 alloc: Callable[[int], tuple[Any, int, int]] | None = None) -> None:
+        self._alloc = alloc or _pinned_mapped
+        self._chunk_bytes = chunk_bytes
+        self._chunk: tuple[Any, int, int] | None = None   # keeper, host, device
+        self._size = 0
+        self._head = 0   # where the next region may start
+        #: live regions of the current chunk in allocation order: [number, start, end]
+        self._live: deque[list[int]] = deque()
+        self._refs: dict[int, weakref.ref[Any]] = {}
+        self._freed: deque[int] = deque()   # numbers of regions whose last view went
+        self._gone: set[int] = set()
+        self._number = 0
+        self._first = 0   # the first region number of the current chunk
+        self.chunks = 0   # chunks allocated so far
+        self._lock = threading.Lock()
+
+    def reserve(self) -> None:
+        """The first chunk now (set-up), not on a batch's path."""
+        with self._lock:
+            if self._chunk is None:
+                self._new_chunk(self._chunk_bytes)
+
+    def take(self, rows: int, nq: int) -> Region:
+        """A region for ``rows`` rows of ``nq`` queries (at least one row)."""
+        with self._lock:
+            return self._take(max(rows, 1), nq)
+
+    def _take(self, rows: int, nq: int) -> Region:
+        need = -(-Region.nbytes(rows, nq) // _ALIGN) * _ALIGN
+        self._reclaim()
+        at = self._fit(need)
+        if at is None:
+            self._new_chunk(max(2 * self._size, self._chunk_bytes, 4 * need))
+            at = 0
+        keeper, host, device = self._chunk   # type: ignore[misc]
+        number = self._number
+        self._number += 1
+        buf = (ctypes.c_char * need).from_address(host + at)
+        buf._keep = keeper   # type: ignore[attr-defined]  # the chunk lives while any region does
+        freed = self._freed
+        self._refs[number] = weakref.ref(buf, lambda _, k=number: freed.append(k))
+        self._live.append([number, at, at + need])
+        self._head = at + need
+        return Region(buf, device + at, rows, nq)
+
+    @property
+    def live(self) -> int:
+        """Regions of the current chunk not yet known to be gone."""
+        with self._lock:
+            self._reclaim()
+            return len(self._live)
+
+    def _fit(self, need: int) -> int | None:
+        if self._chunk is None:
+            return None
+        if not self._live:
+            self._head = 0
+            return 0 if need <= self._size else None
+        tail = self._live[0][1]
+        if self._head >= tail:   # free: [head, size) and [0, tail)
+            if self._head + need <= self._size:
+                return self._head
+            return 0 if need <= tail else None
+        return self._head if self._head + need <= tail else None   # free: [head, tail)
+
+    def _reclaim(self) -> None:
+        while self._freed:
+            k = self._freed.popleft()
+            self._refs.pop(k, None)
+            if k >= self._first:
+                self._gone.add(k)
+        live, gone = self._live, self._gone
+        if not gone:
+            return
+        while live and live[0][0] in gone:
+            gone.discard(live.popleft()[0])
+        while live and live[-1][0] in gone:   # the newest ones gone too: take from
+            gone.discard(live.pop()[0])         # the end of the newest live one on
+            self._head = live[-1][2] if live else 0
+
+    def _new_chunk(self, size: int) -> None:
+        size = -(-size // _ALIGN) * _ALIGN
+        self._chunk = self._alloc(size)
+        self._size, self._head = size, 0
+        self._live.clear()
+        self._gone.clear()
+        self._first = self._number
+        self.chunks += 1
+
+
+_shared: ResultArena | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_arena() -> ResultArena:
+    """The process's arena of pinned, mapped result regions."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = ResultArena()
+        return _shared
+
+
+def _pinned_mapped(size: int) -> tuple[Any, int, int]:
+    from .kernels import cupy_or_raise
+
+    cp = cupy_or_raise()
+    rt = cp.cuda.runtime
+    mem = cp.cuda.PinnedMemory(size, rt.hostAllocMapped | rt.hostAllocPortable)
+    return mem, mem.ptr, int(rt.pointerGetAttributes(mem.ptr).devicePointer)
+
+
+def numpy_chunk(size: int) -> tuple[npt.NDArray[np.uint8], int, int]:
+    """A chunk in ordinary host memory (tests: no device), the host address for both."""
+    arr = np.zeros(size, np.uint8)
+    return arr, arr.ctypes.data, arr.ctypes.data
