@@ -20,6 +20,7 @@ which every fresh engine's first batch paid while each pipeline had its own)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import weakref
 from collections import deque
@@ -155,17 +156,11 @@ class ResultArena:
         self.chunks += 1
 
 
-_shared: ResultArena | None = None
-_shared_lock = threading.Lock()
-
-
+@functools.cache
 def shared_arena() -> ResultArena:
-    """The process's arena of pinned, mapped result regions."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = ResultArena()
-        return _shared
+    """The process's arena of pinned, mapped result regions (two threads that race to
+    make it may each get one: harmless, each is whole)."""
+    return ResultArena()
 
 
 def _pinned_mapped(size: int) -> tuple[Any, int, int]:
