@@ -13,7 +13,8 @@ tells the arena. Regions are carved from a chunk in order, as a ring: the space 
 oldest live region to the newest is taken, the rest is free. A chunk too full for a
 new region gives way to a new one of twice the size; the old one goes once its last
 region does (each region holds its chunk), so a caller that keeps every result only
-costs memory, as numpy results would. One arena serves the process (:func:`shared_arena`):
+costs memory, as numpy results would. A region larger than a chunk gets one of its own.
+One arena serves the process (:func:`shared_arena`):
 pinned memory is slow to allocate (a 16 MiB chunk took about 6 ms on the H100's host,
 which every fresh engine's first batch paid while each pipeline had its own)."""
 
@@ -95,10 +96,15 @@ class ResultArena:
 
     def _take(self, rows: int, nq: int) -> Region:
         need = -(-Region.nbytes(rows, nq) // _ALIGN) * _ALIGN
+        if need > self._chunk_bytes:   # a chunk of its own, gone with it: one huge batch
+            keeper, host, device = self._alloc(need)   # does not leave the ring that large
+            buf = (ctypes.c_char * need).from_address(host)
+            buf._keep = keeper   # type: ignore[attr-defined]
+            return Region(buf, device, rows, nq)
         self._reclaim()
         at = self._fit(need)
-        if at is None:
-            self._new_chunk(max(2 * self._size, self._chunk_bytes, 4 * need))
+        if at is None:   # the ring is blocked by regions still held: one twice as large
+            self._new_chunk(max(2 * self._size, self._chunk_bytes))
             at = 0
         keeper, host, device = self._chunk   # type: ignore[misc]
         number = self._number
@@ -125,11 +131,14 @@ class ResultArena:
             self._head = 0
             return 0 if need <= self._size else None
         tail = self._live[0][1]
-        if self._head >= tail:   # free: [head, size) and [0, tail)
+        if self._head > tail:   # live: [tail, head); free: [head, size) and [0, tail)
             if self._head + need <= self._size:
                 return self._head
             return 0 if need <= tail else None
-        return self._head if self._head + need <= tail else None   # free: [head, tail)
+        # wrapped, live: [tail, size) and [0, head); free: [head, tail). head == tail is a
+        # full ring, not an empty one (that has no live region): regions of one size end
+        # exactly at the tail, and ">=" above handed the oldest live region out again
+        return self._head if self._head + need <= tail else None
 
     def _reclaim(self) -> None:
         while self._freed:

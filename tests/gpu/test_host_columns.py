@@ -95,6 +95,30 @@ def test_the_arena_reuses_a_region_once_its_last_view_is_gone() -> None:
     assert arena.chunks == chunks
 
 
+def test_a_region_held_while_the_ring_laps_it_keeps_its_rows() -> None:
+    """Regions of one size end exactly where the oldest live one starts: the ring is then
+    full, not empty (a held result was handed out again, found in review); and a region
+    larger than a chunk gets its own, leaving the ring's chunk as it was."""
+    from collections import deque
+
+    arena = _arena(1 << 16)
+    kept, window = [], deque(maxlen=10)   # every 1,000th result held, and the last ten
+    for i in range(5001):
+        r = arena.take(64, 1)
+        r.tick[:] = i
+        window.append((r.tick, i))
+        if i % 1000 == 0:
+            kept.append((r.tick, i))
+        del r
+        for tick, m in [*kept, *window]:
+            assert (tick == m).all(), (i, m)
+    chunks = arena.chunks
+    big = arena.take(4096, 4)   # 4,096 x 71 bytes: more than the chunk of 65,536
+    big.tick[:] = 7
+    assert arena.chunks == chunks and (big.tick == 7).all()
+    assert all((tick == m).all() for tick, m in [*kept, *window])
+
+
 def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
     rng = np.random.default_rng(8)
     n, cap, at = 120, 256, 30
