@@ -108,14 +108,14 @@ _PLACED = BatchColumns(OpTable(*(np.zeros(0, np.int64) for _ in dataclasses.fiel
 
 class BatchTicket:
     """One submitted batch: rows lo..lo+len(batch)-1 of its launch (a launch carries
-    every batch submitted while the device was busy); ``wait`` returns its columns, its
-    counts scaled by ``scale`` (num and den rows, one column per query). ``part``: it is a
-    part of a split batch, whose region holds the rows."""
+    every batch submitted while the device was busy); ``wait`` returns its columns (the
+    counts scaled on the device by the pipeline's scale). ``part``: it is a part of a split
+    batch, whose region holds the rows."""
 
     def __init__(self, pipe: DevicePipeline, launch: _Launch, batch: UpdateBatch,
-                 lo: int, scale: npt.NDArray[np.int64], part: bool = False) -> None:
+                 lo: int, part: bool = False) -> None:
         self.pipe, self.launch, self.batch, self.lo = pipe, launch, batch, lo
-        self.scale, self.part = scale, part
+        self.part = part
         self.result: BatchColumns | None = None
 
     def kernel_seconds(self) -> list[float]:
@@ -510,13 +510,13 @@ class DevicePipeline:
                 self._set_scale(scale)
             cap = LAUNCH_CAP
             if len(batch) <= cap:
-                return self._submit(batch, scale)
+                return self._submit(batch)
             parts = []
             region = self.arena.take(len(batch), self._nq)
             try:
                 for lo in range(0, len(batch), cap):
                     self._after = max(0, len(batch) - lo - cap)
-                    parts.append(self._submit(batch.slice(lo, lo + cap), scale, region, lo))
+                    parts.append(self._submit(batch.slice(lo, lo + cap), region, lo))
             finally:
                 self._after = None
             return SplitTicket(batch, parts, region)
@@ -531,8 +531,8 @@ class DevicePipeline:
             self.stream.synchronize()
         self._scale = scale
 
-    def _submit(self, batch: UpdateBatch, scale: npt.NDArray[np.int64],
-                into: Region | None = None, row0: int = 0) -> BatchTicket:
+    def _submit(self, batch: UpdateBatch, into: Region | None = None,
+                row0: int = 0) -> BatchTicket:
         """One batch of at most a launch's capacity into the open launch (under the lock);
         ``into``, ``row0``: a split batch's region and this part's first row there (a part
         has its launch to itself: every part but the last fills one, and the last starts
@@ -551,7 +551,7 @@ class DevicePipeline:
         g.n += n
         if self._after is not None:
             g.split, g.after = True, self._after
-        ticket = BatchTicket(self, g, batch, o, scale, into is not None)
+        ticket = BatchTicket(self, g, batch, o, into is not None)
         g.tickets.append(ticket)
         if not self._busy() or into is not None:   # (nothing may join a part's launch)
             self._start(g)
