@@ -7,6 +7,10 @@
 #   scripts/gpu-check.sh tests-b   every other test of tests/gpu marked gpu (about 7 min)
 #   scripts/gpu-check.sh bench     the device-graph benchmarks: pipeline, Enron, Yeast,
 #                                  throughput against b, response time (docs/benchmarks.md)
+#   scripts/gpu-check.sh service   the gpu-marked tests outside tests/gpu (the service end to
+#                                  end on the gpu backend: REST and Kafka in, deltas out,
+#                                  against the CPU engine); needs the wheels that
+#                                  scripts/gpu-wheels.sh puts in .local-data/wheels, carried
 #   scripts/gpu-check.sh ab        an A/B on one machine instance (small-b figures differ by
 #                                  up to 2x between instances): .base/ (made here with
 #                                  `git archive REV --prefix=.base/ | tar x`, carried) and
@@ -27,6 +31,11 @@ case "${1:-}" in
     python -m pytest -q -p no:cacheprovider -m gpu --timeout 300 tests/gpu \
         "${first[@]/#/--deselect=}" > "$out/tests-b.log" 2>&1
     rc=$? ;;
+  service)
+    bash scripts/gpu-machine.sh
+    python -m pytest -q -p no:cacheprovider -m gpu --timeout 300 tests/service tests/deploy \
+        > "$out/service.log" 2>&1
+    rc=$? ;;
   bench)
     CSM_BENCH_DEVICE_GRAPH=1 python bench/gpu_bench.py --repeat 2 --window 20000 \
         --sections pipeline,enron,yeast,batch,latency > "$out/bench.log" 2>&1
@@ -44,7 +53,7 @@ case "${1:-}" in
              --out /tmp/ab.md | grep -v '^|') || rc=1
       done
     done > "$out/ab.log" 2>&1 ;;
-  *) echo "usage: $0 tests-a|tests-b|bench|ab" >&2; exit 2 ;;
+  *) echo "usage: $0 tests-a|tests-b|service|bench|ab" >&2; exit 2 ;;
 esac
 tail -5 "$out/${1}.log"
 exit $rc
