@@ -119,6 +119,38 @@ def test_a_region_held_while_the_ring_laps_it_keeps_its_rows() -> None:
     assert all((tick == m).all() for tick, m in [*kept, *window])
 
 
+def test_a_batchs_columns_are_its_rows_of_the_region() -> None:
+    """What the pipeline hands out for a launch's tickets (rows lo.. of its region, or the
+    whole region): views of the region's columns, raw and sub shared read-only, the applied
+    indices and tally of its own rows only."""
+    from gpu.cuda._pipeline import _columns
+
+    rng = np.random.default_rng(12)
+    nq, sizes = 2, (5, 1, 30)
+    r = _arena(1 << 16).take(sum(sizes), nq)
+    op, status, counts = _rows(rng, r.rows, nq)
+    r.op[:], r.status[:], r.counts[:] = op, status, counts
+    for name in ("tick", "src", "dst", "a", "b", "label", "reason"):
+        col = getattr(r, name)
+        col[:] = rng.integers(-1, 1 << 20, r.rows)
+    lo = 0
+    for n in (*sizes, r.rows):
+        at = 0 if n == r.rows else lo
+        got = _columns(r, at, n)
+        ops = got.ops
+        assert np.array_equal(ops.raw, np.arange(n)) and not ops.raw.flags.writeable
+        assert np.array_equal(got.sub, np.zeros(n)) and not got.sub.flags.writeable
+        for name in ("op", "a", "b", "src", "dst", "label", "tick", "status", "reason"):
+            col = getattr(ops, name)
+            assert np.shares_memory(col, getattr(r, name)), name
+            assert np.array_equal(col, getattr(r, name)[at:at + n]), name
+        want_ei, want_tally = finish_rows(op[at:at + n], status[at:at + n], counts[at:at + n])
+        assert np.array_equal(got.applied, want_ei) and np.array_equal(got.tally, want_tally)
+        assert np.array_equal(got.counts, counts[at:at + n])
+        if n != r.rows:
+            lo += n
+
+
 def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
     rng = np.random.default_rng(8)
     n, cap, at = 120, 256, 30
