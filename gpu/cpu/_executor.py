@@ -59,18 +59,17 @@ class CpuExecutor:
         maxlen = graph.max_degree_bound()
         nv_sets = nv if self._uses_sets(plans) else 0   # vertex slots of marks and weights
         u = prepared if prepared is not None else _units(graph, plans, tasks, degrees=True)
-        owner, plan64, plan, start, order, div = (u.owner, u.plan64, u.plan, u.start, u.order,
-                                                  u.div)
+        owner, plan = u.owner, u.plan
         unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
-                                    tasks.tick[owner], plan, plan + 1, order,
+                                    tasks.tick[owner], plan, plan + 1, u.order,
                                     max(1, min(self.threads, len(owner))), maxlen,
                                     _sets_nv(len(owner), nv_sets), pl, plans.nb_level,
                                     plans.nb_label, *g)
         if plans.weighted:
-            unit_counts *= plans.weight[plan64]
-        counts = task_sums(n, owner, start, unit_counts)
-        if div is not None:
-            counts //= div   # exact: |Aut| x the conditioned plans' count
+            unit_counts *= plans.weight[plan]
+        counts = task_sums(n, owner, u.start, unit_counts)
+        if u.div is not None:
+            counts //= u.div   # exact: |Aut| x the conditioned plans' count
         if int(tasks.cap.max()) <= 0:   # counts only (caps of -1, or 0): nothing to list
             return _counted(counts)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
@@ -100,7 +99,6 @@ class Units:
     (``QueryPlan.orbit_plans``), not its conditioned plans: ``div`` divides those sums."""
 
     owner: npt.NDArray[np.int64]
-    plan64: npt.NDArray[np.int64]
     plan: npt.NDArray[np.int32]
     start: npt.NDArray[np.int64]
     order: npt.NDArray[np.int64]
@@ -115,7 +113,7 @@ def _units(graph: HostGraph, plans: PlanSet, tasks: MatchTasks, degrees: bool) -
     start = task_starts(owner)
     order = _by_task_cost(graph.seg_len if degrees else graph.vdeg, tasks.a, tasks.b, owner,
                           start)
-    return Units(owner, plan64, plan64.astype(np.int32), start, order, div)
+    return Units(owner, plan64.astype(np.int32), start, order, div)
 
 
 def _counted(counts: npt.NDArray[np.int64]) -> MatchOutput:

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._device_graph import device_pointer, mapped_zeros
+
 __all__ = ["Region", "ResultArena", "shared_arena"]
 
 _ALIGN = 64
@@ -98,9 +100,7 @@ class ResultArena:
         need = -(-Region.nbytes(rows, nq) // _ALIGN) * _ALIGN
         if need > self._chunk_bytes:   # a chunk of its own, gone with it: one huge batch
             keeper, host, device = self._alloc(need)   # does not leave the ring that large
-            buf = (ctypes.c_char * need).from_address(host)
-            buf._keep = keeper   # type: ignore[attr-defined]
-            return Region(buf, device, rows, nq)
+            return Region(_buffer(keeper, host, need), device, rows, nq)
         self._reclaim()
         at = self._fit(need)
         if at is None:   # the ring is blocked by regions still held: one twice as large
@@ -109,8 +109,7 @@ class ResultArena:
         keeper, host, device = self._chunk   # type: ignore[misc]
         number = self._number
         self._number += 1
-        buf = (ctypes.c_char * need).from_address(host + at)
-        buf._keep = keeper   # type: ignore[attr-defined]  # the chunk lives while any region does
+        buf = _buffer(keeper, host + at, need)
         freed = self._freed
         self._refs[number] = weakref.ref(buf, lambda _, k=number: freed.append(k))
         self._live.append([number, at, at + need])
@@ -172,13 +171,16 @@ def shared_arena() -> ResultArena:
     return ResultArena()
 
 
-def _pinned_mapped(size: int) -> tuple[Any, int, int]:
-    from .kernels import cupy_or_raise
+def _buffer(keeper: Any, host: int, nbytes: int) -> Any:
+    """A region's bytes at ``host``: it holds its chunk (``keeper``) while it lives."""
+    buf = (ctypes.c_char * nbytes).from_address(host)
+    buf._keep = keeper   # type: ignore[attr-defined]
+    return buf
 
-    cp = cupy_or_raise()
-    rt = cp.cuda.runtime
-    mem = cp.cuda.PinnedMemory(size, rt.hostAllocMapped | rt.hostAllocPortable)
-    return mem, mem.ptr, int(rt.pointerGetAttributes(mem.ptr).devicePointer)
+
+def _pinned_mapped(size: int) -> tuple[Any, int, int]:
+    arr = mapped_zeros(size, np.dtype(np.uint8))
+    return arr, arr.ctypes.data, int(device_pointer(arr))
 
 
 def numpy_chunk(size: int) -> tuple[npt.NDArray[np.uint8], int, int]:

@@ -25,8 +25,8 @@ keeps per-vertex label offsets (``loff``, see ``_labels``) beside these arrays.
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -50,19 +50,14 @@ _INSERT_VERTEX = int(UpdateOp.INSERT_VERTEX)
 #: a batch's insertions (with its logged deletions) from which its merge and the caller's
 #: ``beside`` run on two threads (a hand-over costs about 40 us; a b=64 batch merges in less)
 BESIDE_EDGES = 2048
-_side: ThreadPoolExecutor | None = None
-_side_lock = threading.Lock()
 
 
+@functools.cache
 def _side_pool() -> ThreadPoolExecutor:
     """The threads that run a batch's merge or its caller's set-up beside the other (one
     process-wide pool: the merge is compiled code that releases the GIL; graphs of several
     engines in one process use it at once)."""
-    global _side
-    with _side_lock:
-        if _side is None:
-            _side = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="csm-merge")
-    return _side
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="csm-merge")
 
 
 @dataclass(frozen=True, slots=True)
