@@ -697,7 +697,15 @@ class DeviceGraphView:
         results carry their external ids already)."""
         nv = self.num_vertices
         if nv != self._vext_nv:
-            self._vext = self.store.vext[: max(1, nv)].get()
+            have = self._vext_nv
+            if 0 < have < nv:   # only the new ids: the others never change
+                if nv > len(self._vext):
+                    grown = np.zeros(max(nv, 2 * len(self._vext)), np.int64)
+                    grown[:have] = self._vext[:have]
+                    self._vext = grown
+                self._vext[have:nv] = self.store.vext[have:nv].get()
+            else:
+                self._vext = self.store.vext[: max(1, nv)].get()
             self._vext_nv = nv
         return self._vext
 

@@ -23,7 +23,7 @@ _DIR = Path(__file__).parent
 #: update.cu TILE: the threads of a resolver block and of build_units' one block
 TILE = 1024
 #: update.cu BUILD_TILES: edge-only tiles whose touched vertices get one new version together
-BUILD_TILES = 8
+BUILD_TILES = 32
 #: update.cu LF_GMAX: updates of one pair the launch front replays (more: the tiles do)
 LF_GMAX = 32
 #: update.cu UPDATES_PER_BLOCK: a resolve of n updates takes one block per this many

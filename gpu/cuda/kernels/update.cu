@@ -484,11 +484,11 @@ extern "C" __global__ void apply_updates(
 // not fit, and at the end. A pair seen in an earlier tile of the build is looked up in the
 // pair table (its state after that tile), not in its version, which the build has not
 // rewritten yet.
-#define BUILD_TILES 8
+#define BUILD_TILES 32
 // A vertex's new entries are ranked by one warp in O(k^2 / 32): a build ends after the tile
 // that gives one vertex more than BUILD_KCAP of them, so k is at most 2 x TILE.
 #define BUILD_KCAP TILE
-#define PT_BITS 15   // the pair table: 4 x the updates of a build
+#define PT_BITS 17   // the pair table: 4 x the updates of a build
 #define PT_SIZE (1 << PT_BITS)
 static_assert(PT_SIZE == 4 * BUILD_TILES * TILE, "the pair table: four slots an update of a build");
 
