@@ -343,6 +343,9 @@ class DevicePipeline:
                 "l2src": cp.asarray(level2_sources(plans).astype(np.int32)),
                 "front": cp.zeros(D_SIZE, cp.int32),   # the front's words (D_STALL, D_NOUT)
                 "scale": cp.zeros(2 * max(nq, 1), cp.int64),   # each query's num, den
+                # build_units' blocks: the counter that orders them, then four words
+                # each (sequence number, three sums)
+                "unit_scan": cp.zeros(4 * self.updater.grid + 1, cp.int64),
             }
             self._scale = None
             for lane in self._lanes:
@@ -467,13 +470,14 @@ class DevicePipeline:
             block.ptr, d["front"], d["inp"], np.int64(cap), self._lane_tick,
             np.int32(lane.index), np.int32(len(self._lanes)), *resolver))
         mark()
-        self._build((1,), (TILE,), (
+        # a block a tile at most: idle blocks would still wait for SMs that matching holds
+        self._build((min(grid or u.grid, -(-cap // TILE)),), (TILE,), (
             ld["dims"], d["front"], u.o_op, u.o_a, u.o_b, u.o_src, u.o_dst, u.o_label,
             u.o_tick, u.o_status, u.o_reason, u.seg, u.vlabel, table,
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"],
             ld["t_count"], ld["t_row"], ld["u_task"], ld["u_plan"], ld["u_first"],
-            ld["u_nchunk"], ld["q_ctr"]))
+            ld["u_nchunk"], ld["q_ctr"], d["unit_scan"]))
         mark()
 
     def _back(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,

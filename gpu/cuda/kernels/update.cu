@@ -691,10 +691,11 @@ __device__ void sort_and_count(const Dev& g, const Scratch& x, long long chunk, 
                                int it, int lane) {
     int q, ci, nch;
     item_of(x, it, q, ci, nch);
-    if (ci == 0) {   // rank the owner's new entries by (key, creation tick)
+    {   // rank the owner's new entries by (key, creation tick): each of its items a share
+        // (a hub's k new entries cost k^2 / 32 loads on one warp, which the grid waited for)
         int e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
-        if (lane == 0) x.vcnt[x.owners[q]] = 0;   // the build front's scatter left e0
-        for (int j = lane; j < k; j += 32) {
+        if (ci == 0 && lane == 0) x.vcnt[x.owners[q]] = 0;   // the build front's scatter left e0
+        for (int j = 32 * ci + lane; j < k; j += 32 * nch) {
             long long kj = x.b_key[e0 + j], cj = x.b_ct[e0 + j];
             int rk = 0;
             for (int m = 0; m < k; ++m) {
@@ -2003,11 +2004,88 @@ __device__ __forceinline__ Region region_at(const int* w, int nq) {
     return r;
 }
 
+// One tile's share of build_units: its rows' columns into the result region (`out` set,
+// the first pass), or its tasks and (task, plan) pairs at the running offsets (ce, cp,
+// cu: tasks' edge updates, pairs, units; the second pass); the offsets advance either way.
+__device__ __forceinline__ void unit_tile(
+    long long base, long long n, bool write, const Region& out, const signed char* o_op,
+    const int* o_a, const int* o_b, const long long* o_src, const long long* o_dst,
+    const int* o_el, const long long* o_tick, const signed char* o_status,
+    const signed char* o_reason, const long long* seg, const int* vlabel, const int* pl,
+    const int* q_lo, const int* q_hi, const int* l2src, int nq, int slice, int max_slices,
+    int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count, int* t_row,
+    int* u_task, int* u_plan, int* u_first, int* u_nchunk, int* wsum, int& ce, int& cp,
+    int& cu) {
+    long long i = base + threadIdx.x;
+    bool edge = false;
+    int a = 0, b = 0, el = 0;
+    long long k = 0;
+    if (i < n) {
+        a = o_a[i]; b = o_b[i]; el = o_el[i]; k = o_tick[i];
+        signed char op = o_op[i], st = o_status[i];
+        if (!write) {
+            long long r = out.row0 + i;
+            out.tick[r] = k; out.src[r] = o_src[i]; out.dst[r] = o_dst[i];
+            for (int j = 0; j < nq; ++j) out.counts[r * nq + j] = 0;
+            out.a[r] = a; out.b[r] = b; out.label[r] = el;
+            out.op[r] = op; out.status[r] = st; out.reason[r] = o_reason[i];
+        }
+        edge = st == ST_APPLIED && op <= OP_DEL_E;
+    }
+    int tot;
+    int e = ce + block_scan(edge ? 1 : 0, wsum, &tot);
+    ce += tot;
+    if (write && edge) t_row[e] = (int)(i << 1) | (o_op[i] == OP_DEL_E);
+    int np = 0, nu = 0;
+    long long la = 0, lb = 0;
+    int va = 0, vb = 0;
+    if (edge) {
+        la = seg[a] & SEG_MASK; lb = seg[b] & SEG_MASK; va = vlabel[a]; vb = vlabel[b];
+        for (int j = 0; j < nq; ++j) {
+            if (write) {
+                long long task = (long long)e * nq + j;
+                t_a[task] = a; t_b[task] = b; t_el[task] = el; t_k[task] = k;
+                t_count[task] = 0;
+            }
+            for (int p = q_lo[j]; p < q_hi[j]; ++p)
+                if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
+                    ++np;
+                    nu += slices(pl, l2src, p, la, lb, slice, max_slices);
+                }
+        }
+    }
+    int ptot, utot;
+    int pe = cp + block_scan(np, wsum, &ptot);
+    int ue = cu + block_scan(nu, wsum, &utot);
+    if (write && np) {
+        for (int j = 0; j < nq; ++j)
+            for (int p = q_lo[j]; p < q_hi[j]; ++p)
+                if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
+                    int s = slices(pl, l2src, p, la, lb, slice, max_slices);
+                    u_task[pe] = e * nq + j; u_plan[pe] = p; u_first[pe] = ue;
+                    u_nchunk[pe] = s;
+                    ++pe;
+                    ue += s;
+                }
+    }
+    cp += ptot;
+    cu += utot;
+}
+
 // The batch's tasks (one per applied edge update and query, in op order) and its live
 // (task, plan) pairs with their level-2 slices, as match_step reads them; the primitive
 // updates' columns go to the launch's result region (its counts zeroed: collect_step
-// writes the applied updates'), and each task's row and sign to t_row. One block; pairs
-// keep task order (no heaviest-first sort: T-DFS splitting takes care of stragglers).
+// writes the applied updates'), and each task's row and sign to t_row. Pairs keep task
+// order (no heaviest-first sort: T-DFS splitting takes care of stragglers).
+// The grid shares the tiles, consecutive runs in block order (one block, one tile, on
+// the whole grid of a big launch: one block alone took 140 us for Enron's 18,383 rows, a
+// tile after the other with three block scans each). A block counts its tiles' tasks,
+// pairs and units (writing their region rows), publishes the sums in `scan` (after its
+// first word, four words a block: the launch's sequence number, written after the three
+// sums), adds those of the blocks before it, then writes its tasks and pairs from there.
+// Blocks take their order from a counter as they start (scan's first word, reset by the
+// last), so a block only waits for blocks already running, never for one that the SMs
+// cannot hold yet.
 extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     int* dims, const int* front, const signed char* o_op, const int* o_a, const int* o_b,
     const long long* o_src, const long long* o_dst, const int* o_el, const long long* o_tick,
@@ -2015,72 +2093,66 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     const long long* seg, const int* vlabel, const int* pl, const int* q_lo, const int* q_hi,
     const int* l2src, int nq, int slice, int max_slices,
     int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count, int* t_row,
-    int* u_task, int* u_plan, int* u_first, int* u_nchunk, unsigned int* q_ctr) {
+    int* u_task, int* u_plan, int* u_first, int* u_nchunk, unsigned int* q_ctr,
+    long long* scan) {
     __shared__ int wsum[NWARPS];
-    __shared__ long long n;
-    int t = threadIdx.x;
+    __shared__ long long n, seq, pre[3];
+    __shared__ int blk;
+    int t = threadIdx.x, lane = t & 31, G = gridDim.x;
+    long long* ctr = scan;
     if (t == 0) {
+        blk = (int)atomicAdd((unsigned long long*)ctr, 1ULL);
+        if (blk == G - 1) *ctr = 0;   // every block has its number: ready for the next launch
         n = front[D_NOUT];   // 0 unless apply_step finished (DONE)
-        for (int w = D_SEQ_LO; w < D_SIZE; ++w)
-            if (w != D_NTASK) dims[w] = front[w];   // sequence number and region: collect_step's
+        seq = ((long long)front[D_SEQ_HI] << 32) | (unsigned)front[D_SEQ_LO];
+        if (blk == 0)
+            for (int w = D_SEQ_LO; w < D_SIZE; ++w)
+                if (w != D_NTASK) dims[w] = front[w];   // sequence number and region: collect_step's
     }
     __syncthreads();
+    int b = blk;
+    long long tiles = (n + TILE - 1) / TILE, per = (tiles + G - 1) / G;
+    long long lo = (long long)b * per, hi = min(tiles, lo + per);
+    long long last = tiles == 0 ? 0 : (tiles - 1) / per;   // the block of the last tile
+    if (b == 0)
+        for (int i = t; i < 7 * 32; i += TILE) q_ctr[i] = 0;
+    if (b > last) return;
     Region out = region_at(front, nq);
-    int ce = 0, cp = 0, cu = 0;   // tasks' edge updates, pairs, units so far
-    for (long long base = 0; base < n; base += TILE) {
-        long long i = base + t;
-        bool edge = false;
-        int a = 0, b = 0, el = 0;
-        long long k = 0;
-        if (i < n) {
-            a = o_a[i]; b = o_b[i]; el = o_el[i]; k = o_tick[i];
-            signed char op = o_op[i], st = o_status[i];
-            long long r = out.row0 + i;
-            out.tick[r] = k; out.src[r] = o_src[i]; out.dst[r] = o_dst[i];
-            for (int j = 0; j < nq; ++j) out.counts[r * nq + j] = 0;
-            out.a[r] = a; out.b[r] = b; out.label[r] = el;
-            out.op[r] = op; out.status[r] = st; out.reason[r] = o_reason[i];
-            edge = st == ST_APPLIED && op <= OP_DEL_E;
-        }
-        int tot;
-        int e = ce + block_scan(edge ? 1 : 0, wsum, &tot);
-        ce += tot;
-        if (edge) t_row[e] = (int)(i << 1) | (o_op[i] == OP_DEL_E);
-        int np = 0, nu = 0;
-        long long la = 0, lb = 0;
-        int va = 0, vb = 0;
-        if (edge) {
-            la = seg[a] & SEG_MASK; lb = seg[b] & SEG_MASK; va = vlabel[a]; vb = vlabel[b];
-            for (int j = 0; j < nq; ++j) {
-                long long task = (long long)e * nq + j;
-                t_a[task] = a; t_b[task] = b; t_el[task] = el; t_k[task] = k;
-                t_count[task] = 0;
-                for (int p = q_lo[j]; p < q_hi[j]; ++p)
-                    if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
-                        ++np;
-                        nu += slices(pl, l2src, p, la, lb, slice, max_slices);
-                    }
-            }
-        }
-        int ptot, utot;
-        int pe = cp + block_scan(np, wsum, &ptot);
-        int ue = cu + block_scan(nu, wsum, &utot);
-        if (np) {
-            for (int j = 0; j < nq; ++j)
-                for (int p = q_lo[j]; p < q_hi[j]; ++p)
-                    if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
-                        int s = slices(pl, l2src, p, la, lb, slice, max_slices);
-                        u_task[pe] = e * nq + j; u_plan[pe] = p; u_first[pe] = ue;
-                        u_nchunk[pe] = s;
-                        ++pe;
-                        ue += s;
-                    }
-        }
-        cp += ptot;
-        cu += utot;
-    }
-    for (int i = t; i < 7 * 32; i += TILE) q_ctr[i] = 0;
+    int ce = 0, cp = 0, cu = 0;
+    for (long long tl = lo; tl < hi; ++tl)   // first pass: the region rows, the sums
+        unit_tile(tl * TILE, n, false, out, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick,
+                  o_status, o_reason, seg, vlabel, pl, q_lo, q_hi, l2src, nq, slice,
+                  max_slices, t_a, t_b, t_el, t_k, t_count, t_row, u_task, u_plan, u_first,
+                  u_nchunk, wsum, ce, cp, cu);
     if (t == 0) {
+        volatile long long* rec = scan + 1 + 4 * b;
+        rec[1] = ce; rec[2] = cp; rec[3] = cu;
+        __threadfence();
+        rec[0] = seq;
+    }
+    if (t < 32) {   // the sums of the blocks before this one
+        long long s0 = 0, s1 = 0, s2 = 0;
+        for (int j = lane; j < b; j += 32) {
+            volatile long long* rec = scan + 1 + 4 * j;
+            while (rec[0] != seq) __nanosleep(32);
+            __threadfence();
+            s0 += rec[1]; s1 += rec[2]; s2 += rec[3];
+        }
+        for (int d = 16; d > 0; d >>= 1) {
+            s0 += __shfl_down_sync(FULL, s0, d);
+            s1 += __shfl_down_sync(FULL, s1, d);
+            s2 += __shfl_down_sync(FULL, s2, d);
+        }
+        if (lane == 0) { pre[0] = s0; pre[1] = s1; pre[2] = s2; }
+    }
+    __syncthreads();
+    ce = (int)pre[0]; cp = (int)pre[1]; cu = (int)pre[2];
+    for (long long tl = lo; tl < hi; ++tl)   // second pass: tasks and pairs in place
+        unit_tile(tl * TILE, n, true, out, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick,
+                  o_status, o_reason, seg, vlabel, pl, q_lo, q_hi, l2src, nq, slice,
+                  max_slices, t_a, t_b, t_el, t_k, t_count, t_row, u_task, u_plan, u_first,
+                  u_nchunk, wsum, ce, cp, cu);
+    if (b == last && t == 0) {
         u_first[cp] = cu;
         dims[D_PAIRS] = cp; dims[D_UNITS] = cu; dims[D_EPOCH] += 1;
         dims[D_NTASK] = ce * nq;
