@@ -20,7 +20,7 @@ __all__ = ["BUILD_TILES", "LF_GMAX", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOC
 _DIR = Path(__file__).parent
 
 # launch shapes and buffer sizes the sources assume (must equal them)
-#: update.cu TILE: the threads of a resolver block and of build_units' one block
+#: update.cu TILE: the threads of a resolver block and of a build_units block (one a tile)
 TILE = 1024
 #: update.cu BUILD_TILES: edge-only tiles whose touched vertices get one new version together
 BUILD_TILES = 32

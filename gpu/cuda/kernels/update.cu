@@ -485,8 +485,9 @@ extern "C" __global__ void apply_updates(
 // pair table (its state after that tile), not in its version, which the build has not
 // rewritten yet.
 #define BUILD_TILES 32
-// A vertex's new entries are ranked by one warp in O(k^2 / 32): a build ends after the tile
-// that gives one vertex more than BUILD_KCAP of them, so k is at most 2 x TILE.
+// A vertex's new entries are ranked in O(k^2 / 32) loads, shared by the warps of its old
+// version's chunks (one warp for a short version): a build ends after the tile that gives
+// one vertex more than BUILD_KCAP of them, so k is at most 2 x TILE.
 #define BUILD_KCAP TILE
 #define PT_BITS 17   // the pair table: 4 x the updates of a build
 #define PT_SIZE (1 << PT_BITS)
