@@ -864,7 +864,9 @@ class DevicePipeline:
         r.counts[at:at + n] = counts
         self._read(g)
         for later in list(self._flight)[1:]:   # skipped: their inputs are still in place
-            later.block.ctrl[C_DONE] = 0
+            self._seq += 1   # a number of its own for each run (build_units' records)
+            later.seq = self._seq
+            later.block.ctrl[C_SEQ], later.block.ctrl[C_DONE] = self._seq, 0
             self._launch(later)
 
 

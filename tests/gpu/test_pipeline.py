@@ -81,15 +81,19 @@ def test_many_batches_in_flight_read_in_random_order(seed: int) -> None:
     assert pipe.launches > 0
 
 
-def test_a_full_pool_mid_flight_is_finished_on_the_host_path() -> None:
+@pytest.mark.parametrize(("vertices", "edges", "most"), [(400, 600, 200), (2000, 12000, 3000)],
+                         ids=["tiles", "launches-of-several-tiles"])
+def test_a_full_pool_mid_flight_is_finished_on_the_host_path(vertices: int, edges: int,
+                                                             most: int) -> None:
     """A tiny pool: batches stop on it while later ones are in flight; each is finished
-    (compaction, growth, resumed resolve) and the skipped ones run again, exactly."""
-    ds = generate(GenConfig(vertices=400, edges=600, labels=2, queries=2, max_query=4,
+    (compaction, growth, resumed resolve) and the skipped ones run again, exactly (with
+    launches of several tiles, build_units' blocks meet the records of the skipped runs)."""
+    ds = generate(GenConfig(vertices=vertices, edges=edges, labels=2, queries=2, max_query=4,
                             insert_ratio=0.8, delete_ratio=0.1, seed=7))
     queries = [(q, CountMode.SUBGRAPHS) for _, q in ds.queries] + [(triangle(), MODES[0])]
     cpu, gpu = _engines(ds, queries)
     gpu.executor._pipeline.collect_garbage = False   # type: ignore[attr-defined]
-    chunks = _chunks(ds.stream, np.random.default_rng(7), 200)
+    chunks = _chunks(ds.stream, np.random.default_rng(7), most)
     pending = [gpu.submit(c) for c in chunks]
     for c, p in zip(chunks, pending, strict=True):
         _same(cpu.apply(c), p.result(), len(c))

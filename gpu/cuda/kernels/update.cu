@@ -670,7 +670,7 @@ __device__ __forceinline__ int count_below(const long long* key, const long long
 
 // Step 5 runs on every block of the grid (DCSM Fig. 43 with the copies spread wide): the
 // front lists each owner's old version in chunks of `chunk` entries (items); phase A sorts
-// each owner's new entries (the warp of its first item) and counts the live entries of
+// each owner's new entries (the warps of its items) and counts the live entries of
 // every chunk of a version longer than one chunk; phase B writes each chunk's live entries
 // and the new entries that fall in it straight to their final places in the new version:
 //   old entry i: (live entries before i) + (new entries with a smaller key)
@@ -2086,7 +2086,8 @@ __device__ __forceinline__ void unit_tile(
 // sums), adds those of the blocks before it, then writes its tasks and pairs from there.
 // Blocks take their order from a counter as they start (scan's first word, reset by the
 // last), so a block only waits for blocks already running, never for one that the SMs
-// cannot hold yet.
+// cannot hold yet. Every launch's build_units runs on the updater's stream: one `scan`
+// serves every lane.
 extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     int* dims, const int* front, const signed char* o_op, const int* o_a, const int* o_b,
     const long long* o_src, const long long* o_dst, const int* o_el, const long long* o_tick,
@@ -2125,7 +2126,9 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
                   o_status, o_reason, seg, vlabel, pl, q_lo, q_hi, l2src, nq, slice,
                   max_slices, t_a, t_b, t_el, t_k, t_count, t_row, u_task, u_plan, u_first,
                   u_nchunk, wsum, ce, cp, cu);
-    if (t == 0) {
+    if (t == 0 && b < last) {   // (read by the blocks after it only; a launch without
+        // rows, skipped or stopped, publishes nothing: the host may launch it again under
+        // the same number, and a record of its first run would pass for this one's)
         volatile long long* rec = scan + 1 + 4 * b;
         rec[1] = ce; rec[2] = cp; rec[3] = cu;
         __threadfence();
