@@ -3,12 +3,18 @@
 (section "CPU executor").
 
     python bench/cpu_bench.py [--data DIR] [--repeat 3] [--sections enron,yeast,hprd,generated]
+                              [--rapidflow BINARY]
 
 Times are update processing only (``Engine.submit`` to the last result: graph update +
 matching), the minimum over ``--repeat`` runs, each query on a freshly loaded engine, as
 RapidFlow's reference is measured: the whole stream as one batch, and in batches of 64.
 RapidFlow's seconds come from the data set's ``rapidflow_reference.csv`` (Enron, per query)
-or, for Yeast, from the 0.75 s total of the 20 insertion runs; HPRD has none.
+or, for Yeast, from the 0.75 s total of the 20 insertion runs; HPRD has none. With
+``--rapidflow`` (a RapidFlow build, not part of this project), RapidFlow runs here, each
+query and scenario just before ours, the minimum of as many runs: the development VM's
+speed varies by 2-3x between sessions (its memory latency most), so a reference measured
+on another day can be off by that much. The machine line gives the latency of dependent
+loads over 8 MiB, to compare sessions by.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import argparse
 import csv
 import os
 import platform
+import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -50,7 +58,50 @@ def _machine() -> str:
         pass
     import numba
     return (f"{cpu}, {os.cpu_count()} cores, numba {numba.__version__} with "
-            f"{numba.get_num_threads()} threads, Python {platform.python_version()}")
+            f"{numba.get_num_threads()} threads, Python {platform.python_version()}; "
+            f"dependent loads over 8 MiB {_load_latency_ns():.0f} ns")
+
+
+def _load_latency_ns(nbytes: int = 8 << 20, steps: int = 2_000_000) -> float:
+    """Nanoseconds per dependent load over a random cycle of ``nbytes``: the figure the
+    host graph's updates (hash probes) follow, and the one that moves between sessions."""
+    import numba
+    import numpy as np
+
+    @numba.njit(nogil=True)
+    def chase(nxt, steps):  # type: ignore[no-untyped-def]
+        i = 0
+        for _ in range(steps):
+            i = nxt[i]
+        return i
+
+    n = nbytes // 8
+    perm = np.random.default_rng(0).permutation(n)
+    nxt = np.empty(n, np.int64)
+    nxt[perm] = np.roll(perm, 1)
+    chase(nxt, 10)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        chase(nxt, steps)
+        best = min(best, time.perf_counter() - t)
+    return best / steps * 1e9
+
+
+def rapidflow_seconds(binary: Path, root: Path, graph: str, query: Path, updates: str,
+                      repeat: int) -> float:
+    """RapidFlow's own "Query time (seconds)" (update processing), minimum of ``repeat``
+    runs of ``binary`` on the data set at ``root``."""
+    best = float("inf")
+    for _ in range(repeat):
+        out = subprocess.run([str(binary), "-d", str(root / graph), "-q", str(query), "-u",
+                              str(root / updates), "-num", "MAX", "-time_limit", "300"],
+                             capture_output=True, text=True, check=True).stdout
+        m = re.search(r"Query time \(seconds\): ([0-9.eE+-]+)", out)
+        if m is None:
+            raise RuntimeError(f"{binary} printed no query time for {query}: {out[-300:]!r}")
+        best = min(best, float(m[1]))
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +129,9 @@ def _ref(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
-def run_workload(w: Workload, repeat: int) -> list[str]:
-    """One row per query: ours (one batch, b=64) against RapidFlow, both scenarios."""
+def run_workload(w: Workload, repeat: int, rapidflow: Path | None = None) -> list[str]:
+    """One row per query: ours (one batch, b=64) against RapidFlow (its reference, or run
+    here just before ours with ``rapidflow``), both scenarios."""
     head = ["| query | matches (+/-) |"
             + "".join(f" {s}: ours, one batch | {s}: ours, b=64 | {s}: RapidFlow | "
                       f"{s}: ratio | {s}: ratio b=64 |" for s, _, _ in SCENARIOS),
@@ -91,8 +143,10 @@ def run_workload(w: Workload, repeat: int) -> list[str]:
     for i, qpath in enumerate(w.queries):
         q = read_query(qpath)
         cells, counts = [], ""
-        for s, _, _ in SCENARIOS:
+        for s, gfile, ufile in SCENARIOS:
             graph, stream = graphs[s]
+            ref = (rapidflow_seconds(rapidflow, w.root, gfile, qpath, ufile, repeat)
+                   if rapidflow is not None else w.reference.get((i, s)))
             secs = {}
             for b in BATCHES:
                 t, pos, neg = time_run("cpu", graph, [q], stream, CountMode.EMBEDDINGS, repeat,
@@ -103,7 +157,6 @@ def run_workload(w: Workload, repeat: int) -> list[str]:
                 counts = f"+{pos:,}"
             else:
                 counts += f" / -{neg:,}"
-            ref = w.reference.get((i, s))
             if ref is not None:
                 ref_tot[s] += ref
             cells += [f"{secs[0]:.4f}", f"{secs[64]:.4f}", _ref(ref), _ratio(ref, secs[0]),
@@ -112,8 +165,8 @@ def run_workload(w: Workload, repeat: int) -> list[str]:
         print(w.name, rows[-1], flush=True)
     tot = []
     for s, _, _ in SCENARIOS:
-        ref = ref_tot[s] if w.reference else None
-        if w.name == "Yeast" and s == "insert":
+        ref = ref_tot[s] if w.reference or rapidflow is not None else None
+        if w.name == "Yeast" and s == "insert" and rapidflow is None:
             ref = YEAST_RAPIDFLOW_INSERT_SECONDS
         tot += [f"{totals[s, 0]:.3f}", f"{totals[s, 64]:.3f}", _ref(ref),
                 _ratio(ref, totals[s, 0]), _ratio(ref, totals[s, 64])]
@@ -146,6 +199,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
                     help="folder holding enron-labeled/ and divine-yeast-hprd/")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rapidflow", type=Path, default=None,
+                    help="a RapidFlow binary to run here beside ours (else its reference)")
     ap.add_argument("--sections", default="enron,yeast,hprd,generated")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args()
@@ -164,21 +219,25 @@ def main() -> None:
     ]
     lines = ["## CPU executor", "",
              f"Command: `python bench/cpu_bench.py --repeat {args.repeat} --sections "
-             f"{args.sections}`  ", f"Machine: {_machine()}  ",
+             f"{args.sections}" + (" --rapidflow BINARY" if args.rapidflow else "")
+             + "`  ", f"Machine: {_machine()}  ",
              f"Date: {time.strftime('%Y-%m-%d')}", "",
              "Embeddings mode, each query on a freshly loaded engine, update processing only, "
              "minimum of the repeats; the whole stream as one batch and in batches of 64. "
              "Ratio = RapidFlow seconds / ours (>1: faster than RapidFlow). RapidFlow: "
-             "single-threaded, the same 2-core machine type (Enron: per query, from "
-             "`rapidflow_reference.csv`; Yeast: 0.75 s for the 20 insertion runs, no per-query "
-             "figure; HPRD: no reference).", ""]
+             "single-threaded, " + ("run here just before ours, the minimum of as many runs."
+                                    if args.rapidflow else
+                                    "the same 2-core machine type (Enron: per query, from "
+                                    "`rapidflow_reference.csv`; Yeast: 0.75 s for the 20 "
+                                    "insertion runs, no per-query figure; HPRD: no "
+                                    "reference)."), ""]
     for key, w in loads:
         if key not in sections:
             continue
         if not (w.root / "initial_graph.graph").exists():
             lines += [f"{w.name}: data not found at {w.root}; skipped.", ""]
             continue
-        lines += [f"### {w.name}", "", *run_workload(w, args.repeat), ""]
+        lines += [f"### {w.name}", "", *run_workload(w, args.repeat, args.rapidflow), ""]
     if "generated" in sections:
         lines += ["### Generated power-law stream", "", *generated()]
     write_section(args.out, BEGIN, END, lines)
