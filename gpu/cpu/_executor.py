@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numba as nb
@@ -18,6 +19,10 @@ __all__ = ["CpuExecutor"]
 #: a batch needs this many (task, plan) units per 64 vertices to use marks and weights
 #: (see ``_sets_nv``)
 SETS_UNITS_PER_64 = 1
+#: a count expected to take less than this on one thread runs on the calling thread: the
+#: pool's other threads wait passively (``_kernels``), and waking them costs tens of
+#: microseconds, which two threads earn back only on counts of about twice that
+HERE_BELOW_S = 100e-6
 
 
 class CpuExecutor:
@@ -27,6 +32,9 @@ class CpuExecutor:
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or nb.get_num_threads()
         self._sets: tuple[PlanSet | None, bool] = (None, True)
+        #: one thread's seconds a (task, plan) unit, lately (a moving average of the counts
+        #: so far; None: none yet): whether a batch's count is worth the pool
+        self._unit_s: float | None = None
 
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         """The CPU reads the host graph directly."""
@@ -60,11 +68,10 @@ class CpuExecutor:
         nv_sets = nv if self._uses_sets(plans) else 0   # vertex slots of marks and weights
         u = prepared if prepared is not None else _units(graph, plans, tasks, degrees=True)
         owner, plan = u.owner, u.plan
-        unit_counts = K.count_tasks(tasks.a[owner], tasks.b[owner], tasks.label[owner],
-                                    tasks.tick[owner], plan, plan + 1, u.order,
-                                    max(1, min(self.threads, len(owner))), maxlen,
-                                    _sets_nv(len(owner), nv_sets), pl, plans.nb_level,
-                                    plans.nb_label, *g)
+        unit_counts = self._count(tasks.a[owner], tasks.b[owner], tasks.label[owner],
+                                  tasks.tick[owner], plan, plan + 1, u.order, maxlen,
+                                  _sets_nv(len(owner), nv_sets), pl, plans.nb_level,
+                                  plans.nb_label, *g)
         if plans.weighted:
             unit_counts *= plans.weight[plan]
         counts = task_sums(n, owner, u.start, unit_counts)
@@ -83,6 +90,26 @@ class CpuExecutor:
                          min(self.threads, len(sel)), maxlen, _sets_nv(len(sel), nv_sets), pl,
                          plans.nb_level, plans.nb_label, *g, rows)
         return MatchOutput(counts, listed, row_off, rows)
+
+    def _count(self, a: npt.NDArray[np.int32], *rest: object) -> npt.NDArray[np.int64]:
+        """``K.count_tasks`` of ``len(a)`` units on the pool, or on this thread alone when
+        the units' recent cost says the count is small (b=64 on light queries); the time
+        each takes feeds the estimate."""
+        units = len(a)
+        if units == 0:
+            return np.zeros(0, np.int64)
+        threads = min(self.threads, units)
+        here = threads == 1 or (self._unit_s is not None
+                                and units * self._unit_s < HERE_BELOW_S)
+        t = time.perf_counter()
+        if here:
+            counts = K.count_tasks_here(a, *rest)
+            threads = 1
+        else:
+            counts = K.count_tasks(a, *rest[:6], threads, *rest[6:])
+        unit_s = (time.perf_counter() - t) * threads / units
+        self._unit_s = unit_s if self._unit_s is None else 0.75 * self._unit_s + 0.25 * unit_s
+        return counts  # type: ignore[no-any-return]
 
     def _uses_sets(self, plans: PlanSet) -> bool:
         """``K.plans_use_sets`` of this plan set (one pass, kept until the set changes)."""

@@ -14,6 +14,8 @@ last level is counted, not enumerated, unless matches are listed.
 
 from __future__ import annotations
 
+import os
+
 import numba as nb
 import numpy as np
 
@@ -36,6 +38,13 @@ from ..planning._planner import (
     F_VERTEX,
 )
 from ._intrinsics import fetch_add
+
+# OpenMP's workers (numba's usual threading layer) spin for milliseconds after each
+# parallel region by default: on a 2-core machine that took a core from the updater and
+# the merge thread (21% of a one-batch Enron run's samples; design round 14). Passive, they
+# sleep; a small batch's count stays on the calling thread (CpuExecutor._count). Read when
+# the layer starts, at the first parallel call: after this module is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from ._sets import (
     _LOW32,
     _ONE32,
@@ -622,23 +631,43 @@ def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_l
         counts[i] = c
 
 
+@nb.njit(cache=True, nogil=True)
+def _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv, pl,
+                  nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """One thread of ``count_tasks``: its buffers, then its share of the tasks."""
+    dummy = np.empty((1, 1), np.int32)
+    raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
+    memo = np.zeros((3, MEMO_SLOTS), np.int64)
+    marks, mk = _mark_buffers(sets_nv)
+    wcnt, wtok, wst = _weight_buffers(sets_nv)
+    _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level,
+                 nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
+                 rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
+                 dummy)
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets_nv, pl, nb_level,
                 nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task; threads take the next task in ``order`` as they
     finish one (a shared counter: no thread idles while another has a queue)."""
     counts = np.zeros(len(t_a), np.int64)
-    dummy = np.empty((1, 1), np.int32)
     nxt = np.zeros(1, np.int64)
     for _ in nb.prange(nthreads):
-        raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
-        memo = np.zeros((3, MEMO_SLOTS), np.int64)
-        marks, mk = _mark_buffers(sets_nv)
-        wcnt, wtok, wst = _weight_buffers(sets_nv)
-        _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level,
-                     nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
-                     rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
-                     dummy)
+        _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv,
+                      pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt)
+    return counts
+
+
+@nb.njit(cache=True, nogil=True)
+def count_tasks_here(t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv, pl, nb_level,
+                     nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """``count_tasks`` on the calling thread alone: for a count too small to be worth
+    waking the pool's other threads (a passive worker takes tens of microseconds)."""
+    counts = np.zeros(len(t_a), np.int64)
+    _count_thread(np.zeros(1, np.int64), counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order,
+                  maxlen, sets_nv, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
+                  elab, ct, dt)
     return counts
 
 
