@@ -38,13 +38,6 @@ from ..planning._planner import (
     F_VERTEX,
 )
 from ._intrinsics import fetch_add
-
-# OpenMP's workers (numba's usual threading layer) spin for milliseconds after each
-# parallel region by default: on a 2-core machine that took a core from the updater and
-# the merge thread (21% of a one-batch Enron run's samples; design round 14). Passive, they
-# sleep; a small batch's count stays on the calling thread (CpuExecutor._count). Read when
-# the layer starts, at the first parallel call: after this module is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from ._sets import (
     _LOW32,
     _ONE32,
@@ -59,6 +52,13 @@ from ._sets import (
     _weight_buffers,
     _weights_root,
 )
+
+# OpenMP's workers (numba's usual threading layer) spin for milliseconds after each
+# parallel region by default: on a 2-core machine that took a core from the updater and
+# the merge thread (21% of a one-batch Enron run's samples; design round 14). Passive, they
+# sleep; a small batch's count stays on the calling thread (CpuExecutor._count). Read when
+# the layer starts, at the first parallel call: after this module is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 M = MAX_QUERY_VERTICES
 
