@@ -76,7 +76,7 @@ def es_find(keys, pair):  # type: ignore[no-untyped-def]
     return np.int64(-1)
 
 
-@leaf
+@nb.njit(cache=True, nogil=True, inline="always")
 def es_probe(keys, pair):  # type: ignore[no-untyped-def]
     """The slot holding ``pair``, or -1 - the slot ``es_put`` would fill (the first
     tombstone or empty slot on its probe): one walk for an insertion's test and its add."""
@@ -92,7 +92,7 @@ def es_probe(keys, pair):  # type: ignore[no-untyped-def]
     return -1 - (free if free >= 0 else np.int64(i))
 
 
-@leaf
+@nb.njit(cache=True, nogil=True, inline="always")
 def es_put(keys, vals, st, i, pair, label):  # type: ignore[no-untyped-def]
     """Add ``pair`` at slot ``i`` from ``es_probe`` (nothing written to the set since)."""
     if keys[i] == _TOMB:
@@ -102,7 +102,7 @@ def es_put(keys, vals, st, i, pair, label):  # type: ignore[no-untyped-def]
     st[COUNT] += 1
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def es_drop(keys, st, i):  # type: ignore[no-untyped-def]
     """Remove the pair at slot ``i``."""
     keys[i] = _TOMB

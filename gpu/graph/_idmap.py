@@ -16,8 +16,6 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
-from .._jit import leaf
-
 __all__ = ["IdMap"]
 
 _EMPTY = np.uint8(0)
@@ -41,7 +39,7 @@ def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
     return np.int64(i)
 
 
-@leaf
+@nb.njit(cache=True, nogil=True, inline="always")
 def find_id(keys, vals, used, direct, x):  # type: ignore[no-untyped-def]
     """Internal id of external ``x``, or -1 (absent or deleted). A ``leaf``: inlined by
     numba's IR with its four arrays (``inline="always"``), it cost eight atomic

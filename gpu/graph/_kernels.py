@@ -154,7 +154,7 @@ def _end_edge(e, a, b, meta, vlabel, vdeg, seg_off, seg_len, loff, key, dt):  # 
     return t
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _end_tick(a, b, meta, vdeg):  # type: ignore[no-untyped-def]
     """The tick that ends edge a-b, and the degree and edge counts it changes."""
     t = meta[TICK] + 1

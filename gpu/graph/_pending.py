@@ -108,7 +108,7 @@ def find_pending(h_key, h_val, pst, p_dt, p_mrg, pair):  # type: ignore[no-untyp
     return j
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def add_pending(a, b, ka, kb, el, t, h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt,
                 p_mrg):  # type: ignore[no-untyped-def]
     """Edge a-b inserted at tick t: entry kb in a's version and ka in b's, pending."""
