@@ -69,6 +69,15 @@ def time_run(backend: str, graph: GraphData, queries: list, stream: UpdateBatch,
     return best, pos, neg
 
 
+def launch_cap_from_env() -> None:
+    """LAUNCH_CAP, where set, replaces the device pipeline's launch capacity (an A/B of
+    the capacity on one tree)."""
+    if "LAUNCH_CAP" in os.environ:
+        from gpu.cuda import _pipeline
+
+        _pipeline.LAUNCH_CAP = int(os.environ["LAUNCH_CAP"])
+
+
 def write_section(out: Path, begin: str, end: str, lines: list[str]) -> None:
     """Replace the text between the markers (or append it) in ``out``."""
     block = "\n".join([begin, *lines, end])

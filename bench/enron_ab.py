@@ -20,17 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path.cwd() / "bench"))
 sys.path.insert(0, str(Path.cwd()))
 
-from _harness import time_run  # noqa: E402
+from _harness import launch_cap_from_env, time_run  # noqa: E402
 
 from gpu import CountMode  # noqa: E402
 from streams import read_graph, read_query, read_stream  # noqa: E402
 
 
 def main() -> None:
-    if "LAUNCH_CAP" in os.environ:
-        from gpu.cuda import _pipeline
-
-        _pipeline.LAUNCH_CAP = int(os.environ["LAUNCH_CAP"])
+    launch_cap_from_env()
     d = Path(os.environ.get("ENRON", ".local-data/enron-labeled"))
     graph, stream = read_graph(d / "initial_graph.graph"), read_stream(d / "insertion_graph.graph")
     queries = [int(x) for x in os.environ.get("QUERIES", "0,1,5").split(",")]

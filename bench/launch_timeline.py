@@ -12,7 +12,6 @@ QUERIES: comma-separated Enron query numbers (default 0,5,7); two fresh engines 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,17 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import engine  # noqa: E402
+from _harness import engine, launch_cap_from_env  # noqa: E402
 
 from gpu import CountMode, warm_up  # noqa: E402
 from streams import read_graph, read_query, read_stream  # noqa: E402
 
 
 def main() -> None:
-    if "LAUNCH_CAP" in os.environ:   # an A/B of the launch capacity on one tree
-        from gpu.cuda import _pipeline
-
-        _pipeline.LAUNCH_CAP = int(os.environ["LAUNCH_CAP"])
+    launch_cap_from_env()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--enron", type=Path, required=True, help="the enron-labeled folder")
     ap.add_argument("queries", nargs="?", default="0,5,7")

@@ -15,7 +15,6 @@ device seconds of each launch step.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections import defaultdict
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import engine, time_run  # noqa: E402
+from _harness import engine, launch_cap_from_env, time_run  # noqa: E402
 from gpu_bench import _serve, _window  # noqa: E402
 
 from gpu import CountMode, _engine  # noqa: E402
@@ -101,10 +100,7 @@ def enron(d: Path, queries: list[int], small: int) -> None:
 
 
 def main() -> None:
-    if "LAUNCH_CAP" in os.environ:   # an A/B of the launch capacity on one tree
-        from gpu.cuda import _pipeline
-
-        _pipeline.LAUNCH_CAP = int(os.environ["LAUNCH_CAP"])
+    launch_cap_from_env()
     for owner, name in WRAPPED:
         _wrap(owner, name)
     if len(sys.argv) >= 3 and sys.argv[1] == "--enron":

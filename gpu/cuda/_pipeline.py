@@ -873,11 +873,9 @@ class DevicePipeline:
 def _columns(r: Region, at: int, n: int) -> BatchColumns:
     """A batch's result from rows ``at..at+n-1`` of its region: the region's columns
     themselves (views; raw and sub shared read-only), its applied updates and tally."""
-    if at == 0 and n == r.rows:
-        cols = (r.op, r.a, r.b, r.src, r.dst, r.label, r.tick, r.status, r.reason, r.counts)
-    else:
-        cols = tuple(c[at:at + n] for c in (r.op, r.a, r.b, r.src, r.dst, r.label, r.tick,
-                                             r.status, r.reason, r.counts))
+    cols = (r.op, r.a, r.b, r.src, r.dst, r.label, r.tick, r.status, r.reason, r.counts)
+    if at != 0 or n != r.rows:   # (a whole region: its columns as they are)
+        cols = tuple(c[at:at + n] for c in cols)
     op, a, b, src, dst, label, tick, status, reason, counts = cols
     ei, tally = finish_rows(op, status, counts)
     return BatchColumns(OpTable(row_numbers(n), op, a, b, src, dst, label, tick, status, reason),
