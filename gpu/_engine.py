@@ -207,7 +207,7 @@ class Engine:
                                          [qp.automorphisms for qp in qps])
             prepare = getattr(self.executor, "prepare_batches", None)
             if prepare is not None and self._queries and self._standing.counting_only:
-                prepare(self._planset)
+                prepare(self._planset, self._standing.scale)
         return self._planset
 
     def initial_at(self, qid: int, tick: int) -> BatchResult:

@@ -228,10 +228,11 @@ class GpuExecutor:
     def batches_in_flight(self) -> int:
         return self._pipeline.in_flight if self._pipeline is not None else 0
 
-    def prepare_batches(self, plans: PlanSet) -> None:
-        """Set the pipeline up for ``plans`` (called when the standing queries change)."""
+    def prepare_batches(self, plans: PlanSet, scale: npt.NDArray[np.int64]) -> None:
+        """Set the pipeline up for ``plans`` and the queries' ``scale`` (called when the
+        standing queries change)."""
         if self._pipeline is not None:
-            self._pipeline.prepare(plans)
+            self._pipeline.prepare(plans, scale)
 
     def submit_batch(self, batch: UpdateBatch, plans: PlanSet,
                      scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket:

@@ -194,6 +194,7 @@ class _Launch:
         self.grow = 0         # the most it can add to one version (once launched)
         self.seq = 0          # its number, once launched (collect_step writes it last)
         self.event: Any = None    # after its collect_step, once launched
+        self.front: Any = None    # the captured front it was launched with
         self.marks: list[Any] = []
         self.done = False     # every ticket has its result
         #: it holds a part of a batch split into launches, and this many of that batch's
@@ -309,10 +310,13 @@ class DevicePipeline:
         return len(self._flight) + (self._open is not None)
 
     # -- configuration ------------------------------------------------------------------
-    def prepare(self, plans: PlanSet) -> None:
-        """Allocate for ``plans`` now (query registration), not in the first batch."""
+    def prepare(self, plans: PlanSet, scale: npt.NDArray[np.int64]) -> None:
+        """Allocate for ``plans`` and upload ``scale`` now (query registration), not in
+        the first batch (the scale's upload drains and synchronises)."""
         with self._lock:
             self._configure(plans)
+            if scale is not self._scale:
+                self._set_scale(scale)
 
     def _configure(self, plans: PlanSet) -> None:
         """Buffers for ``plans`` and launches of LAUNCH_CAP; drains first if they change."""
@@ -628,15 +632,27 @@ class DevicePipeline:
         try:
             self._stamp(g)
             self._collect_garbage(g)
-            self._launch(g)
+            self._launch(g, size=True)
         except BaseException as exc:
             self._broken = exc
             raise
         self._flight.append(g)
 
     def _stamp(self, g: _Launch) -> None:
-        """Launch ``g``'s growth bound, the row stride that covers it, its sequence number
-        and its control words."""
+        """Launch ``g``'s sequence number, result region and control words."""
+        self._seq += 1
+        g.seq = self._seq
+        if g.region is None:
+            g.region = self.arena.take(g.n, self._nq)
+        c = g.block.ctrl
+        c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = g.n, _NO_HOLD, self._seq, 0
+        c[C_RBASE], c[C_RROWS], c[C_RROW0] = g.region.device, g.region.rows, g.row0
+
+    def _size_rows(self, g: _Launch) -> None:
+        """Launch ``g``'s growth bound and the row stride that covers it (between its front
+        and its back: only match_step's rows depend on it, so the host's pass over the
+        launch runs while the device resolves it; Enron's one launch of 18,383 waited
+        on it before)."""
         # rows of match_step hold what a version it may meet shows at its ticks: at most
         # the longest version now, plus what the launches in flight and this one add to
         # one vertex (its edge insertions naming that vertex; a launch's size before,
@@ -657,13 +673,6 @@ class DevicePipeline:
             bound = int(self.updater.meta[M_MAXLEN]) + g.grow + rest
             if bound + 1 > self._stride:
                 self._stride = _stride_for(bound, g.grow)
-        self._seq += 1
-        g.seq = self._seq
-        if g.region is None:
-            g.region = self.arena.take(g.n, self._nq)
-        c = g.block.ctrl
-        c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = g.n, _NO_HOLD, self._seq, 0
-        c[C_RBASE], c[C_RROWS], c[C_RROW0] = g.region.device, g.region.rows, g.row0
 
     def _need(self, n: int) -> int:
         """Pool room a launch of ``n`` updates needs so that its resolver never stops on a
@@ -743,25 +752,31 @@ class DevicePipeline:
         except self.cp.cuda.memory.OutOfMemoryError:   # no room for the second pool: the
             self.collect_garbage = False                 # host path collects (full pool)
 
-    def _launch(self, g: _Launch) -> None:
-        s, lane = self.stream, g.block.lane
+    def _launch(self, g: _Launch, size: bool = False) -> None:
+        """``g``'s front, then (``size``: once its rows are sized) its back."""
+        s, lane, b = self.stream, g.block.lane, g.block
         if lane.last is not None:   # the lane's unit buffers: its previous batch has matched
             s.wait_event(lane.last)
         if self.timed:   # the same kernels, uncaptured, one after the other, events between
             g.marks = []
-            args = self._step_args()
             with s:
-                self._front(g.block, *args, mark=lambda: g.marks.append(s.record()),
+                self._front(b, *self._step_args(), mark=lambda: g.marks.append(s.record()),
                             grid=self._grid_for(g.n))
+            if size:
+                self._size_rows(g)
             lane.stream.wait_event(s.record())
             with lane.stream:
-                self._back(g.block, *args, mark=lambda: g.marks.append(lane.stream.record()))
+                self._back(b, *self._step_args(),
+                           mark=lambda: g.marks.append(lane.stream.record()))
             g.event = lane.stream.record()
         else:
-            b = g.block
-            fronts, back = self._graphs(b)
-            fronts[self._grid_for(g.n)].launch(s)
+            # held until the launch is read: a new stride drops the block's graphs
+            g.front = self._graphs(b)[0][self._grid_for(g.n)]
+            g.front.launch(s)
             b.fronted.record(s)
+            if size:
+                self._size_rows(g)
+            back = self._graphs(b)[1]   # captured again if the stride grew
             lane.stream.wait_event(b.fronted)
             back.launch(lane.stream)
             b.backed.record(lane.stream)
