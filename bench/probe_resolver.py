@@ -27,7 +27,7 @@ from _harness import engine  # noqa: E402
 from gpu_bench import _window  # noqa: E402
 
 from gpu import CountMode  # noqa: E402
-from gpu.cuda._updater import P_MAX, W_PROBE  # noqa: E402
+from gpu.cuda._updater import P_MAX, W_BST, W_PROBE  # noqa: E402
 from streams import iter_chunks, read_graph, read_query, read_stream  # noqa: E402
 
 #: kernels/update.cu's P_* marks, in order: what ends at each
@@ -47,7 +47,9 @@ PHASES = ("entry 3: the stall flag, the barrier", "raw updates from the control 
 
 
 def _reset(upd: object) -> None:
-    upd._tiles["gw"][W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0  # type: ignore[attr-defined]
+    gw = upd._tiles["gw"]  # type: ignore[attr-defined]
+    gw[W_PROBE:W_PROBE + 2 * P_MAX + 1] = 0
+    gw[W_BST:W_BST + 8] = 0
 
 
 def _report(title: str, upd: object) -> None:
@@ -62,6 +64,14 @@ def _report(title: str, upd: object) -> None:
             print(f"  {name:38s} {sums[k] / 1e3 / launches:9.2f} us a launch "
                   f"({counts[k] / launches:.2f} marks a launch, "
                   f"{sums[k] / counts[k] / 1e3:.2f} us each)")
+    b = gw[W_BST:W_BST + 8]
+    if b[4]:   # the build's items: warps' time in each phase, the slowest item
+        slow = int(b[6])
+        print(f"  items {int(b[4]) / launches:.0f} a launch; "
+              f"warp us in sort_and_count sum {b[0] / 1e3:.0f} "
+              f"max {b[2] / 1e3:.1f}, in build_chunk sum {b[1] / 1e3:.0f} max {b[3] / 1e3:.1f}; "
+              f"slowest item {(slow >> 32) / 1e3:.1f} us (k {(slow >> 16) & 0xffff}, "
+              f"chunks {slow & 0xffff})")
     _reset(upd)
 
 

@@ -46,8 +46,10 @@ LOAD_ROOM = 16
 _W_WM, _W_MINCHUNK, _W_FAULT, _W_TIMEOUT = 5, 8, 9, 10   # kernels/update.cu W_*
 W_PROBE, P_MAX = 16, 24   # kernels/update.cu
 #: the grid's words with the diagnostic probes' (sums, counts, the last mark, a sink),
-#: then the launch front's (kernels/update.cu W_LF, L_WORDS)
-_GW_WORDS = W_PROBE + 2 * P_MAX + 2 + 16
+#: then the launch front's (kernels/update.cu W_LF, L_WORDS), then the build's item probes
+#: (W_BST, B_WORDS)
+W_BST = W_PROBE + 2 * P_MAX + 2 + 16
+_GW_WORDS = W_BST + 8
 
 
 def fault_error(blocks: int, timeout_s: float) -> BackendError:
@@ -284,7 +286,6 @@ class DeviceUpdater:
         for name, dt in self._VERT:
             fill = -1 if name == "vbatch" else 0   # vtile: build stamps only grow
             setattr(self, name, self._regrow(self.cp, getattr(self, name, None), cap, dt, fill))
-        self._scratch_ptrs = None
         self.touched = self.cp.zeros(cap + 64, self.cp.int32)   # once per vertex a launch
         self._vcap = cap
 
@@ -296,23 +297,18 @@ class DeviceUpdater:
         self.slot_first = cp.full(cap, 0x7FFFFFFF, cp.int32)   # empty between tiles
         self.slot_tally = cp.zeros(cap, cp.int32)   # zero between launch fronts
         self._scap = cap
-        self._scratch_ptrs = None
 
     def _tile_scratch(self) -> None:
         self.generation += 1
         self._tiles = {name: self.cp.zeros(k * TILE + (_GW_WORDS if k == 0 else 16), dt)
                        for name, dt, k in self._TILE_SCRATCH}   # k tiles and a few words
-        self._scratch_ptrs = None
 
-    def _scratch(self) -> Any:
-        """The parallel resolver's scratch pointers, in kernels/update.cu's Scratch order."""
-        if self._scratch_ptrs is None:
-            arrs = [self.slot_first, self.vtile, self.vcnt,
-                    *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH), self.slot_tally]
-            with self.stream:   # ordered before the resolver launches that read it
-                self._scratch_ptrs = self.cp.asarray(np.array([a.data.ptr for a in arrs],
-                                                              np.int64))
-        return self._scratch_ptrs
+    def _scratch(self) -> tuple[Any, ...]:
+        """The parallel resolver's scratch arrays, in kernels/update.cu's Scratch order (its
+        SCRATCH_ARGS: one kernel parameter each, so the kernel reads them from the parameter
+        bank instead of holding them in registers)."""
+        return (self.slot_first, self.vtile, self.vcnt,
+                *(self._tiles[name] for name, _, _ in self._TILE_SCRATCH), self.slot_tally)
 
     def _grow_out(self, cap: int) -> None:
         self.generation += 1
@@ -501,7 +497,8 @@ class DeviceUpdater:
 
     def _launch(self, dbuf: Any, n: int, i: int, n_out: int) -> None:
         args = self.resolver_args()
-        own = (np.int32(self.build_tiles), *args) if self.parallel else args[:-1]
+        own = ((np.int32(self.build_tiles), *args) if self.parallel
+               else args[:-len(self._scratch())])
         self._apply((self.grid if self.parallel else 1,), (TILE if self.parallel else 32,), (
             np.int64(i), np.int64(n_out), np.int64(n), dbuf[:n], dbuf[n:2 * n],
             dbuf[2 * n:3 * n], dbuf[3 * n:], *own))
@@ -515,7 +512,7 @@ class DeviceUpdater:
                 self.slot_ext, np.int64(self._pcap), np.int64(self._vcap),
                 *(getattr(self, "o_" + name) for name, _ in self._OUT), np.int64(self._ocap),
                 self.touched, self.nbr, self.nbr_ext, self.order, self._meta_ptr,
-                self._scratch())
+                *self._scratch())
 
     def _ops(self, n: int) -> OpTable:
         cols = {name: getattr(self, "o_" + name)[:n].get(stream=self.stream)

@@ -576,9 +576,44 @@ __device__ __forceinline__ void probe_after(unsigned long long* gw, int k, long 
     if (threadIdx.x == 0 && blockIdx.x == 0) gw[W_PROBE + 2 * P_MAX + 1] = sink;
     probe(gw, k);
 }
+// The build's items (probes only, words W_BST on): per phase (0: sort_and_count, 1:
+// build_chunk) the warps' summed and longest nanoseconds in it, then the items, and the
+// slowest item packed (ns << 32 | k << 16 | chunks).
+#define W_BST (W_LF + 16)
+enum { B_SUM = 0, B_MAX = 2, B_ITEMS = 4, B_SLOW = 6, B_WORDS = 8 };
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    return now;
+}
+__device__ __forceinline__ void probe_warp(unsigned long long* gw, int phase,
+                                           unsigned long long t0, int lane) {
+    if (lane != 0) return;
+    unsigned long long d = gtime() - t0;
+    atomicAdd(gw + W_BST + B_SUM + phase, d);
+    atomicMax(gw + W_BST + B_MAX + phase, d);
+}
+// An item's time, k and chunks packed (the slowest item a warp goes to B_SLOW once).
+__device__ __forceinline__ unsigned long long item_mark(unsigned long long t0, int k, int nch) {
+    unsigned long long d = gtime() - t0;
+    return (min(d, 0xffffffffULL) << 32) | ((unsigned long long)min(k, 0xffff) << 16) |
+           (unsigned long long)min(nch, 0xffff);
+}
+__device__ __forceinline__ void probe_items(unsigned long long* gw, int items,
+                                            unsigned long long slow, int lane) {
+    if (lane != 0 || items == 0) return;
+    atomicAdd(gw + W_BST + B_ITEMS, (unsigned long long)items);
+    atomicMax(gw + W_BST + B_SLOW, slow);
+}
 #else
 __device__ __forceinline__ void probe(unsigned long long*, int, bool = false) {}
 __device__ __forceinline__ void probe_after(unsigned long long*, int, long long) {}
+__device__ __forceinline__ unsigned long long gtime() { return 0; }
+__device__ __forceinline__ void probe_warp(unsigned long long*, int, unsigned long long, int) {}
+__device__ __forceinline__ unsigned long long item_mark(unsigned long long, int, int) {
+    return 0;
+}
+__device__ __forceinline__ void probe_items(unsigned long long*, int, unsigned long long, int) {}
 #endif
 enum { T_BUILD = 0, T_NEXT, T_STOP, T_LAUNCH };
 
@@ -726,17 +761,20 @@ __device__ void sort_and_count(const Dev& g, const Scratch& x, long long chunk, 
 }
 
 // Publish v's new version (one lane): entries first (the caller fenced), then the words.
-__device__ __forceinline__ void publish_built(const Dev& g, unsigned long long* gw, int v,
-                                              long long dst, long long m, int c) {
+// The longest version goes to W_MAXLEN once a warp (build_chunk's caller): an atomic an
+// owner on one word, beside the barrier's, was some 25,000 a launch.
+__device__ __forceinline__ void publish_built(const Dev& g, int v, long long dst, long long m,
+                                              int c, long long& maxlen) {
     g.off[v] = dst; g.len[v] = (int)m; g.cap[v] = c;
     g.vbatch[v] = -1;   // published now: later writes need a fresh copy
-    atomicMax(gw + W_MAXLEN, (unsigned long long)m);
+    maxlen = max(maxlen, m);
     g.seg[v] = (dst << SEG_BITS) | m;
 }
 
 // Phase B for item it (one warp).
-__device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* gw,
-                            long long chunk, long long w, int it, int lane) {
+__device__ unsigned long long build_chunk(const Dev& g, const Scratch& x, long long chunk,
+                                         long long w, int it, int lane, long long& maxlen) {
+    unsigned long long t_i = gtime();
     int q, ci, nch;
     item_of(x, it, q, ci, nch);
     int v = x.owners[q], e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
@@ -804,7 +842,7 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
     __threadfence();   // every lane's entries before the word that points at them
     __syncwarp();
     if (nch == 1) {
-        if (lane == 0) publish_built(g, gw, v, dst, run + k, x.own_cap[q]);
+        if (lane == 0) publish_built(g, v, dst, run + k, x.own_cap[q], maxlen);
     } else {
         int done = 0;
         if (lane == 0) done = atomicAdd(x.own_done + q, 1) == nch - 1;
@@ -814,10 +852,11 @@ __device__ void build_chunk(const Dev& g, const Scratch& x, unsigned long long* 
             int p = 0;
             for (int r = x.own_item[q] + lane; r < x.own_item[q] + nch; r += 32) p += x.cnt[r];
             long long m = __reduce_add_sync(FULL, p) + k;
-            if (lane == 0) publish_built(g, gw, v, dst, m, x.own_cap[q]);
+            if (lane == 0) publish_built(g, v, dst, m, x.own_cap[q], maxlen);
         }
     }
     __syncwarp();
+    return item_mark(t_i, k, nch);
 }
 
 // Every block's threads wait here for the other `blocks` - 1 blocks' (the grid holds at
@@ -1562,6 +1601,28 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
     return DONE;
 }
 
+// The resolver's scratch (Scratch, in its order) as kernel parameters, one a pointer: read
+// from the parameter bank where used. Loaded from a device array of pointers they took 76
+// registers of a 1,024-thread block's 64, and their spills (a 424-byte stack frame a
+// thread, more than an SM's L1 holds for 1,024 threads) went to L2 on every use.
+#define SCRATCH_ARGS \
+    int* x_slot_first, long long* x_vtile, int* x_vcnt, int* x_owners, int* x_bucket, \
+    int* x_e_owner, long long* x_e_key, int* x_e_lab, long long* x_e_ct, long long* x_e_dt, \
+    long long* x_b_key, int* x_b_lab, long long* x_b_ct, long long* x_b_dt, \
+    long long* x_s_key, int* x_s_lab, long long* x_s_ct, long long* x_s_dt, \
+    long long* x_own_src, int* x_own_n0, long long* x_own_dst, int* x_own_cap, \
+    int* x_own_item, int* x_own_done, int* x_item_owner, int* x_cnt, \
+    unsigned long long* x_pt_key, long long* x_pt_stamp, long long* x_pt_val, \
+    unsigned long long* x_gw, long long* x_blk, unsigned long long* x_lf_key, \
+    int* x_lf_cnt, int* x_lf_list, int* x_lf_st, int* x_lf_el, int* x_lf_link, \
+    int* x_slot_tally
+#define SCRATCH_PASS \
+    x_slot_first, x_vtile, x_vcnt, x_owners, x_bucket, x_e_owner, x_e_key, x_e_lab, x_e_ct, \
+    x_e_dt, x_b_key, x_b_lab, x_b_ct, x_b_dt, x_s_key, x_s_lab, x_s_ct, x_s_dt, x_own_src, \
+    x_own_n0, x_own_dst, x_own_cap, x_own_item, x_own_done, x_item_owner, x_cnt, x_pt_key, \
+    x_pt_stamp, x_pt_val, x_gw, x_blk, x_lf_key, x_lf_cnt, x_lf_list, x_lf_st, x_lf_el, \
+    x_lf_link, x_slot_tally
+
 #define APPLY_ARGS \
     long long* key, int* elab, long long* ct, long long* dt, long long* seg, int* vlabel, \
     long long* off, int* len, int* cap, long long* vbatch, int* vdeg, unsigned char* valive, \
@@ -1570,11 +1631,11 @@ __device__ int launch_front(const Dev& g, const Out& o, const Scratch& x, Shared
     int* o_raw, signed char* o_op, int* o_a, int* o_b, long long* o_src, long long* o_dst, \
     int* o_el, long long* o_tick, signed char* o_status, signed char* o_reason, \
     long long out_cap, int* touched, int* nbr, long long* nbr_ext, int* order, \
-    long long* meta, const long long* scratch_ptrs
+    long long* meta, SCRATCH_ARGS
 #define APPLY_PASS key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, \
     vslot, vext, vpub, slot_vid, slot_ext, pool_cap, vcap, o_raw, o_op, o_a, o_b, o_src, \
     o_dst, o_el, o_tick, o_status, o_reason, out_cap, touched, nbr, nbr_ext, order, meta, \
-    scratch_ptrs
+    SCRATCH_PASS
 
 // The resolver of apply_batch and apply_step; returns the code (every thread of block 0).
 // Block 0 resolves each tile (the front); once a build of up to `build_tiles` edge-only tiles
@@ -1594,16 +1655,11 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
     Dev g{key, elab, ct, dt, seg, vlabel, off, len, cap, vbatch, vdeg, valive, vslot, vext,
           vpub, slot_vid, slot_ext, pool_cap, vcap};
     Out o{o_raw, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick, o_status, o_reason, out_cap};
-    const long long* p = scratch_ptrs;
-    Scratch x{(int*)p[0], (long long*)p[1], (int*)p[2], (int*)p[3], (int*)p[4], (int*)p[5],
-              (long long*)p[6], (int*)p[7], (long long*)p[8], (long long*)p[9],
-              (long long*)p[10], (int*)p[11], (long long*)p[12], (long long*)p[13],
-              (long long*)p[14], (int*)p[15], (long long*)p[16], (long long*)p[17],
-              (long long*)p[18], (int*)p[19], (long long*)p[20], (int*)p[21], (int*)p[22],
-              (int*)p[23], (int*)p[24], (int*)p[25], (unsigned long long*)p[26],
-              (long long*)p[27], (long long*)p[28], (unsigned long long*)p[29],
-              (long long*)p[30], (unsigned long long*)p[31], (int*)p[32], (int*)p[33],
-              (int*)p[34], (int*)p[35], (int*)p[36], (int*)p[37]};
+    Scratch x{x_slot_first, x_vtile, x_vcnt, x_owners, x_bucket, x_e_owner, x_e_key,
+              x_e_lab, x_e_ct, x_e_dt, x_b_key, x_b_lab, x_b_ct, x_b_dt, x_s_key, x_s_lab,
+              x_s_ct, x_s_dt, x_own_src, x_own_n0, x_own_dst, x_own_cap, x_own_item,
+              x_own_done, x_item_owner, x_cnt, x_pt_key, x_pt_stamp, x_pt_val, x_gw, x_blk,
+              x_lf_key, x_lf_cnt, x_lf_list, x_lf_st, x_lf_el, x_lf_link, x_slot_tally};
     volatile unsigned long long* vw = x.gw;
     if (lead && t == 0) {
         sh.s = pre != nullptr ? *pre : load_meta(meta);
@@ -1792,13 +1848,24 @@ __device__ int resolve_grid(long long i0, long long n_out0, long long n, const i
             probe(x.gw, P_SCATTER);
         }
         int items = (int)vw[W_ITEMS];
+        unsigned long long t_w = gtime();
         for (int it = gwarp; it < items; it += nwarps) sort_and_count(g, x, chunk, w, it, lane);
+        probe_warp(x.gw, 0, t_w, lane);
         if (!grid_sync(x.gw, blocks)) {
             code = FAULT;
             break;
         }
         probe(x.gw, P_COUNT);
-        for (int it = gwarp; it < items; it += nwarps) build_chunk(g, x, x.gw, chunk, w, it, lane);
+        t_w = gtime();
+        long long maxlen = 0;
+        unsigned long long slow = 0;
+        int mine = 0;
+        for (int it = gwarp; it < items; it += nwarps, ++mine) {
+            slow = max(slow, build_chunk(g, x, chunk, w, it, lane, maxlen));
+        }
+        if (lane == 0 && maxlen > 0) atomicMax(x.gw + W_MAXLEN, (unsigned long long)maxlen);
+        probe_warp(x.gw, 1, t_w, lane);
+        probe_items(x.gw, mine, slow, lane);
         if (!grid_sync(x.gw, blocks)) {
             code = FAULT;
             break;
@@ -1835,7 +1902,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
     const int* sy, const int* lab, int build_tiles, APPLY_ARGS) {
     int blocks = active_blocks(n - i0);
     if ((int)blockIdx.x >= blocks) return;
-    probe((unsigned long long*)scratch_ptrs[29], P_ENTRY, true);
+    probe(x_gw, P_ENTRY, true);
     resolve_grid<LAUNCH_FRONT>(i0, n_out0, n, ops, sx, sy, lab, -1, blocks,
                                min(max(build_tiles, 1), BUILD_TILES), nullptr, nullptr, APPLY_PASS);
 }
@@ -1875,7 +1942,7 @@ __device__ __forceinline__ void apply_step_body(STEP_ARGS) {
     __shared__ State s0;
     __shared__ Tail fin;
     int t = threadIdx.x;
-    unsigned long long* gw = (unsigned long long*)scratch_ptrs[29];
+    unsigned long long* gw = x_gw;
     probe(gw, P_ENTRY, true);
     // Reads of mapped host memory cost a PCIe round trip each (about 2.5 us on an H100)
     // unless issued together: every word this launch needs from it is loaded at once here,
