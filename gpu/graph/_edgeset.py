@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .._jit import leaf
 from ._idmap import _hash
 
-__all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_probe", "es_put", "es_remove"]
+__all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_put", "es_remove"]
 
 _EMPTY, _TOMB = np.int64(-1), np.int64(-2)
 # st slots: pairs in the set, tombstones
@@ -77,24 +77,9 @@ def es_find(keys, pair):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def es_probe(keys, pair):  # type: ignore[no-untyped-def]
-    """The slot holding ``pair``, or -1 - the slot ``es_put`` would fill (the first
-    tombstone or empty slot on its probe): one walk for an insertion's test and its add."""
-    mask = np.uint64(len(keys) - 1)
-    i = _hash(pair) & mask
-    free = np.int64(-1)
-    while keys[i] != _EMPTY:
-        if keys[i] == pair:
-            return np.int64(i)
-        if keys[i] == _TOMB and free < 0:
-            free = np.int64(i)
-        i = (i + np.uint64(1)) & mask
-    return -1 - (free if free >= 0 else np.int64(i))
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
 def es_put(keys, vals, st, i, pair, label):  # type: ignore[no-untyped-def]
-    """Add ``pair`` at slot ``i`` from ``es_probe`` (nothing written to the set since)."""
+    """Add ``pair`` at slot ``i``, the first tombstone or empty slot on its walk (nothing
+    written to the set since it was found; apply_batch does both inline)."""
     if keys[i] == _TOMB:
         st[TOMBS] -= 1
     keys[i] = pair

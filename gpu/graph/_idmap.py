@@ -40,17 +40,6 @@ def slot_of(keys, used, x):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def find_id(keys, vals, used, direct, x):  # type: ignore[no-untyped-def]
-    """Internal id of external ``x``, or -1 (absent or deleted). A ``leaf``: inlined by
-    numba's IR with its four arrays (``inline="always"``), it cost eight atomic
-    reference-count operations a lookup (design.md, issue 20 round 12)."""
-    if np.uint64(x) < np.uint64(len(direct)):
-        return direct[x]
-    s = slot_of(keys, used, x)
-    return vals[s] if used[s] != 0 else np.int32(-1)
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
 def set_direct(direct, x, v):  # type: ignore[no-untyped-def]
     """Mirror a table write of ``x -> v`` (a no-op for ids the direct array does not cover)."""
     if np.uint64(x) < np.uint64(len(direct)):

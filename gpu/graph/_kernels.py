@@ -14,9 +14,14 @@ import numpy as np
 
 from .._jit import leaf
 from .._types import INF_TICK, WILDCARD, RejectReason, UpdateOp, UpdateStatus
-from ._edgeset import es_drop, es_find, es_probe, es_put, es_remove
-from ._idmap import _hash, find_id, set_direct, slot_of
-from ._pending import BASE, COUNT, DEFERRED, add_pending, find_pending, pair_of, relevant
+from ._edgeset import _EMPTY as _ES_EMPTY
+from ._edgeset import _TOMB as _ES_TOMB
+from ._edgeset import COUNT as _ES_COUNT
+from ._edgeset import TOMBS as _ES_TOMBS
+from ._edgeset import es_drop, es_find, es_remove
+from ._idmap import _hash, set_direct, slot_of
+from ._pending import _EMPTY as _P_EMPTY
+from ._pending import BASE, COUNT, DEFERRED, find_pending, pair_of, relevant
 from ._prefetch import prefetch
 
 # meta slots
@@ -348,8 +353,19 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 o_reason[j] = _R_WILD
                 n_out += 1
                 continue
-            a = find_id(keys, vals, used, direct, x)
-            b = find_id(keys, vals, used, direct, y)
+            # the ends' ids (the id map's lookup written here: numba's IR inlining of a
+            # helper binds its arrays anew, two atomic reference counts each a call, and a
+            # leaf's call passes seven words an array; design.md round 15)
+            if np.uint64(x) < nd:
+                a = direct[x]
+            else:
+                sa = slot_of(keys, used, x)
+                a = vals[sa] if used[sa] != 0 else np.int32(-1)
+            if np.uint64(y) < nd:
+                b = direct[y]
+            else:
+                sb = slot_of(keys, used, y)
+                b = vals[sb] if used[sb] != 0 else np.int32(-1)
             if op == _DEL_E:
                 s_ = es_find(e_keys, pair_of(a, b)) if a >= 0 and b >= 0 else np.int64(-1)
                 if s_ < 0:   # not alive: a missing delete costs one probe
@@ -397,11 +413,23 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 b = _new_vertex(y, 0, keys, vals, used, direct, meta, vlabel, vext, valive, vdeg,
                                 seg_off, seg_len, seg_cap, seg_batch, loff)
             pair = pair_of(a, b)
-            slot = es_probe(e_keys, pair)
-            if slot >= 0:   # alive (in a version or pending)
+            # the edge set's probe (es_probe written here): alive, or the first tombstone
+            # or empty slot on the pair's walk, which the insertion fills below
+            slot = _hash(pair) & emask
+            free = np.int64(-1)
+            alive = False
+            while e_keys[slot] != _ES_EMPTY:
+                if e_keys[slot] == pair:
+                    alive = True
+                    break
+                if e_keys[slot] == _ES_TOMB and free < 0:
+                    free = np.int64(slot)
+                slot = (slot + np.uint64(1)) & emask
+            if alive:   # in a version or pending
                 o_status[j] = _IGNORED
                 n_out += 1
                 continue
+            put = free if free >= 0 else np.int64(slot)
             kb = make_key(vlabel[b], b)
             if not in_place:   # in place, insertions wait in the pending list
                 need = (_need(a, meta, seg_len, seg_cap, seg_batch)
@@ -410,15 +438,29 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                     return i, n_out, NEED_POOL
             t = meta[TICK] + 1
             meta[TICK] = t
-            if in_place:
-                add_pending(a, b, make_key(vlabel[a], a), kb, lb, t, h_key, h_val, pst,
-                            p_owner, p_key, p_elab, p_ct, p_dt, p_mrg)
+            if in_place:   # pending: entry kb in a's version, ka in b's (add_pending's)
+                pn = pst[COUNT]
+                pst[COUNT] = pn + 1
+                p_owner[2 * pn], p_key[2 * pn], p_elab[2 * pn] = a, kb, lb
+                p_ct[2 * pn], p_dt[2 * pn] = t, _INF
+                p_owner[2 * pn + 1], p_key[2 * pn + 1] = b, make_key(vlabel[a], a)
+                p_elab[2 * pn + 1], p_ct[2 * pn + 1], p_dt[2 * pn + 1] = lb, t, _INF
+                p_mrg[pn] = 0
+                hs = _hash(pair) & hmask
+                while h_key[hs] != _P_EMPTY and h_key[hs] != pair:
+                    hs = (hs + np.uint64(1)) & hmask
+                h_key[hs] = pair
+                h_val[hs] = pn
             else:
                 _insert_entry(a, kb, lb, t, meta, seg_off, seg_len, seg_cap, seg_batch,
                               key, elab, ct, dt)
                 _insert_entry(b, make_key(vlabel[a], a), lb, t, meta, seg_off, seg_len,
                               seg_cap, seg_batch, key, elab, ct, dt)
-            es_put(e_keys, e_vals, e_st, -1 - slot, pair, lb)
+            if e_keys[put] == _ES_TOMB:   # es_put's
+                e_st[_ES_TOMBS] -= 1
+            e_keys[put] = pair
+            e_vals[put] = lb
+            e_st[_ES_COUNT] += 1
             vdeg[a] += 1
             vdeg[b] += 1
             meta[NEDGES] += 1

@@ -108,22 +108,6 @@ def find_pending(h_key, h_val, pst, p_dt, p_mrg, pair):  # type: ignore[no-untyp
     return j
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def add_pending(a, b, ka, kb, el, t, h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt,
-                p_mrg):  # type: ignore[no-untyped-def]
-    """Edge a-b inserted at tick t: entry kb in a's version and ka in b's, pending."""
-    j = pst[COUNT]
-    pst[COUNT] = j + 1
-    p_owner[2 * j], p_key[2 * j], p_elab[2 * j], p_ct[2 * j], p_dt[2 * j] = a, kb, el, t, _INF
-    p_owner[2 * j + 1], p_key[2 * j + 1] = b, ka
-    p_elab[2 * j + 1], p_ct[2 * j + 1], p_dt[2 * j + 1] = el, t, _INF
-    p_mrg[j] = 0
-    pair = pair_of(a, b)
-    s = _slot(h_key, pair)
-    h_key[s] = pair
-    h_val[s] = j
-
-
 @nb.njit(cache=True, nogil=True)
 def carry_deferred(h_key, h_val, pst, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
                    n_key, n_val, nst, n_owner, n_key_, n_elab, n_ct, n_dt, n_mrg):  # type: ignore[no-untyped-def]
