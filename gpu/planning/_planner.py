@@ -31,7 +31,12 @@ __all__ = ["LevelPlan", "Plan", "PlanSet", "QueryPlan", "plan_query"]
 #: field index in the packed table ``PlanSet.table[plan, field, level]`` read by kernels
 (F_VERTEX, F_LABEL, F_DEGREE, F_REUSE, F_NBOFF, F_NBCNT, F_GT, F_LT, F_DEP, F_NLFOFF,
  F_NLFCNT, F_MISC) = range(12)
-N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label, [2] = mirror row (0: none)
+N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label, [2] = mirror row (0: none),
+#               [1 + j] for levels j >= 2: the last level's collision facts of f(j) (``collisions``)
+#: bits of a collision word (``collisions``): the last level's lists that must be searched
+#: for f(j) (bits 0..11), f(j) is never a candidate, the answer holds while f(j) does, the
+#: word is set
+C_LISTS, C_NEVER, C_STEADY, C_SET = (1 << 12) - 1, 1 << 12, 1 << 13, 1 << 14
 
 _W = int(WILDCARD)
 
@@ -62,6 +67,9 @@ class Plan:
     #: root), or None: the CPU kernel counts each unit with whichever of the two starts
     #: from the shorter level-2 label range (``PlanSet.table[p, F_MISC, 2]``)
     mirror: Plan | None = None
+    #: per level, the last level's collision word of the vertex bound there
+    #: (``collisions``; 0 where unset)
+    collide: tuple[int, ...] = ()
 
 
 def _order(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
@@ -131,7 +139,46 @@ def _plan_edge(q: Query, adj: list[dict[int, int | None]], ux: int, uy: int,
             label_needs=tuple(sorted(Counter(q.vertex_labels[w] for w in adj[v]
                                              if q.vertex_labels[w] is not None).items()))))
     root = adj[ux][uy]
-    return Plan(root_label=_W if root is None else root, levels=tuple(levels))
+    return Plan(root_label=_W if root is None else root, levels=tuple(levels),
+                collide=collisions(adj, order, levels))
+
+
+def collisions(adj: list[dict[int, int | None]], order: list[int],
+               levels: Sequence[LevelPlan]) -> tuple[int, ...]:
+    """Per level j >= 2, what the query already says of the bound vertex f(j) as a
+    candidate of the last level (a memoised last level subtracts the bound vertices among
+    its candidates; ``run_plan``): each of the last level's lists is of a level l whose
+    vertex, where the query joins it to j's, already put the one data edge of the pair
+    (f(j), f(l)) in place, visible at the task's tick (l, j >= 1 and not both roots), with
+    its label. So that list holds f(j) for sure when its label is the same or a wildcard,
+    never when both labels differ, and must be searched otherwise. The answer stays while
+    f(j) does when every list to search and every symmetry condition names a level <= j.
+    The words are set only where the last level reuses no set (its lists are all its
+    backward neighbours)."""
+    last = levels[-1]
+    words = [0] * len(levels)
+    if len(levels) < 4 or last.reuse >= 0:
+        return tuple(words)
+    masks = set(last.greater_than) | set(last.less_than)
+    for j in range(2, len(levels) - 1):
+        lists, never = 0, False
+        for i, (lvl, lab) in enumerate(last.intersect):
+            have = adj[order[j]]
+            if order[lvl] not in have:
+                lists |= 1 << i
+                continue
+            jl = have[order[lvl]]
+            jl = _W if jl is None else jl
+            if lab == _W or jl == lab:
+                continue
+            if jl == _W:
+                lists |= 1 << i
+            else:
+                never = True
+        steady = all(last.intersect[i][0] <= j for i in range(len(last.intersect))
+                     if lists >> i & 1) and all(m <= j for m in masks)
+        words[j] = (C_SET | (C_NEVER if never else 0) | (C_STEADY if steady else 0) | lists)
+    return tuple(words)
 
 
 def _with_mirror(q: Query, adj: list[dict[int, int | None]], plan: Plan,
@@ -149,7 +196,8 @@ def _with_mirror(q: Query, adj: list[dict[int, int | None]], plan: Plan,
     order = [x.vertex for x in lv]
     mirror = _plan_edge(q, adj, order[0], order[1], conditions, freq,
                         order[:2] + [order[3], order[2]])
-    return Plan(root_label=plan.root_label, levels=plan.levels, mirror=mirror)
+    return Plan(root_label=plan.root_label, levels=plan.levels, mirror=mirror,
+                collide=plan.collide)
 
 
 def levels_label(q: Query, v: int) -> int:
@@ -320,6 +368,9 @@ class PlanSet:
             table[:, fld, :] = arr
         table[:, F_MISC, 0] = n
         table[:, F_MISC, 1] = rl
+        for p, plan in enumerate(plans):
+            for j in range(2, len(plan.collide)):
+                table[p, F_MISC, 1 + j] = plan.collide[j]
         for p, m in mirror_of.items():
             table[p, F_MISC, 2] = m
         counts = [len(ps) for ps in per_query]
