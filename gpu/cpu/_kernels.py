@@ -26,7 +26,6 @@ from ..graph._labels import label_range
 from ..planning._planner import (
     C_LISTS,
     C_NEVER,
-    C_SET,
     C_STEADY,
     F_DEGREE,
     F_DEP,
@@ -306,9 +305,6 @@ def _collides(j, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key
     and 4: when it was found, and what). A 5-cycle's last level asked this of the same
     f[j] under every f[d], two binary searches each: 31% of Enron q5's samples."""
     word = pl[p, F_MISC, 1 + j]
-    if not word & C_SET:
-        return 1 if _member(f[j], L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff,
-                            key, elab, ct, dt, C_LISTS) else 0
     if word & C_NEVER:
         return 0
     steady = (word & C_STEADY) != 0

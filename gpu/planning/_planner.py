@@ -34,9 +34,9 @@ __all__ = ["LevelPlan", "Plan", "PlanSet", "QueryPlan", "plan_query"]
 N_FIELDS = 12  # F_MISC row: [0] = query size, [1] = root edge label, [2] = mirror row (0: none),
 #               [1 + j] for levels j >= 2: the last level's collision facts of f(j) (``collisions``)
 #: bits of a collision word (``collisions``): the last level's lists that must be searched
-#: for f(j) (bits 0..11), f(j) is never a candidate, the answer holds while f(j) does, the
-#: word is set
-C_LISTS, C_NEVER, C_STEADY, C_SET = (1 << 12) - 1, 1 << 12, 1 << 13, 1 << 14
+#: for f(j) (bits 0..11; all of them where the plan knows nothing), f(j) is never a
+#: candidate, the answer holds while f(j) does
+C_LISTS, C_NEVER, C_STEADY = (1 << 12) - 1, 1 << 12, 1 << 13
 
 _W = int(WILDCARD)
 
@@ -68,7 +68,7 @@ class Plan:
     #: from the shorter level-2 label range (``PlanSet.table[p, F_MISC, 2]``)
     mirror: Plan | None = None
     #: per level, the last level's collision word of the vertex bound there
-    #: (``collisions``; 0 where unset)
+    #: (``collisions``; levels 0 and 1 unused)
     collide: tuple[int, ...] = ()
 
 
@@ -153,17 +153,17 @@ def collisions(adj: list[dict[int, int | None]], order: list[int],
     its label. So that list holds f(j) for sure when its label is the same or a wildcard,
     never when both labels differ, and must be searched otherwise. The answer stays while
     f(j) does when every list to search and every symmetry condition names a level <= j.
-    The words are set only where the last level reuses no set (its lists are all its
-    backward neighbours)."""
+    Where the last level reuses a set (its lists are not all its backward neighbours) every
+    list is to be searched."""
     last = levels[-1]
-    words = [0] * len(levels)
+    words = [C_LISTS] * len(levels)
     if len(levels) < 4 or last.reuse >= 0:
         return tuple(words)
     masks = set(last.greater_than) | set(last.less_than)
     for j in range(2, len(levels) - 1):
         lists, never = 0, False
+        have = adj[order[j]]
         for i, (lvl, lab) in enumerate(last.intersect):
-            have = adj[order[j]]
             if order[lvl] not in have:
                 lists |= 1 << i
                 continue
@@ -177,7 +177,7 @@ def collisions(adj: list[dict[int, int | None]], order: list[int],
                 never = True
         steady = all(last.intersect[i][0] <= j for i in range(len(last.intersect))
                      if lists >> i & 1) and all(m <= j for m in masks)
-        words[j] = (C_SET | (C_NEVER if never else 0) | (C_STEADY if steady else 0) | lists)
+        words[j] = (C_NEVER if never else 0) | (C_STEADY if steady else 0) | lists
     return tuple(words)
 
 
@@ -368,6 +368,7 @@ class PlanSet:
             table[:, fld, :] = arr
         table[:, F_MISC, 0] = n
         table[:, F_MISC, 1] = rl
+        table[:, F_MISC, 3:] = C_LISTS   # a plan without words searches every list
         for p, plan in enumerate(plans):
             for j in range(2, len(plan.collide)):
                 table[p, F_MISC, 1 + j] = plan.collide[j]
