@@ -5,7 +5,11 @@ includes its callees'), then batches are submitted and read one at a time (b = 1
 triangles; b = 8, every query); then the response-time replay of gpu_bench.py runs at a
 few rates with counters of host-path recoveries, compactions and graph captures.
 
-    python bench/profile_pipeline.py [--enron DIR [QUERIES [B]]]
+    python bench/profile_pipeline.py [--sweep | --enron DIR [QUERIES [B]]]
+
+With ``--sweep`` it profiles the batch sweep of gpu_bench.py instead (pipelined: batches
+submitted with up to 8,192 updates in flight, read in order): per b, the wrapped calls per
+batch, then cProfile's top functions by own time at b=8.
 
 With ``--enron`` it profiles the Enron reference runs instead (issue 16's per-query
 table): QUERIES (default 0,1,5), insertions, the whole stream as one batch and b=B
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import engine, launch_cap_from_env, time_run  # noqa: E402
+from _harness import (IN_FLIGHT_UPDATES, PIPELINE, engine,  # noqa: E402
+                      launch_cap_from_env, time_run)
 from gpu_bench import _serve, _window  # noqa: E402
 
 from gpu import CountMode, _engine  # noqa: E402
@@ -42,7 +47,7 @@ WRAPPED = [(_engine.Engine, "submit"), (_engine.Engine, "_finish"),
            (_pipeline.DevicePipeline, "submit"), (_pipeline.DevicePipeline, "_new_launch"),
            (_pipeline.DevicePipeline, "_start"), (_pipeline.DevicePipeline, "_launch"),
            (_pipeline.DevicePipeline, "take"), (_pipeline.DevicePipeline, "_finish"),
-           (_pipeline.DevicePipeline, "_read"), (_pipeline, "_columns"),
+           (_pipeline.DevicePipeline, "_read"), (_pipeline, "_launch_columns"),
            (_pipeline.DevicePipeline, "_recover"), (_pipeline.DevicePipeline, "_graphs"),
            (_pipeline.DevicePipeline, "_collect_garbage"),
            (_pipeline.DevicePipeline, "_configure"), (_pipeline.DevicePipeline, "poll"),
@@ -99,10 +104,54 @@ def enron(d: Path, queries: list[int], small: int) -> None:
                   f"graph captures {pipe.captures}, row stride {pipe._stride}")
 
 
+def sweep() -> None:
+    """The batch sweep's loop (``time_run``) with the wrapped calls, then under cProfile."""
+    import cProfile
+    import pstats
+
+    from gpu_bench import _big_dataset
+
+    _, ds = _big_dataset(1_200_000)
+    stream = ds.stream.slice(0, 20_000)
+    qs = [q for _, q in ds.queries]
+    chunks = {b: list(iter_chunks(stream, b)) for b in (1, 8, 64, 4096)}
+    for b in (1, 8, 64, 4096):
+        time_run("gpu", ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)   # warm
+        eng = engine("gpu", ds.initial, qs, CountMode.EMBEDDINGS, True)
+        TIMES.clear()   # the loop of time_run, the engine's set-up left out
+        t0 = time.perf_counter()
+        window: deque[Any] = deque()
+        flying = 0
+        for chunk in chunks[b]:
+            window.append(eng.submit(chunk))
+            flying += len(chunk)
+            while len(window) > PIPELINE and flying > IN_FLIGHT_UPDATES:
+                p = window.popleft()
+                p.result()
+                flying -= len(p.batch)
+        for p in window:
+            p.result()
+        t = time.perf_counter() - t0
+        st = {"launches": eng.executor._pipeline.launches}  # type: ignore[attr-defined]
+        n = len(chunks[b])
+        _report(f"sweep b={b}: {len(stream) / t:,.0f} updates/s, {t / n * 1e6:.1f} us a "
+                f"batch, launches {st['launches']}", n)
+    for b in (8, 64):
+        prof = cProfile.Profile()
+        prof.enable()
+        time_run("gpu", ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)
+        prof.disable()
+        print(f"== cProfile, sweep b={b} (one fresh engine, its set-up included)")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+
+
 def main() -> None:
     launch_cap_from_env()
     for owner, name in WRAPPED:
         _wrap(owner, name)
+    if sys.argv[1:2] == ["--sweep"]:
+        sweep()
+        return
     if len(sys.argv) >= 3 and sys.argv[1] == "--enron":
         rest = sys.argv[3:]
         queries = [int(x) for x in (rest[0] if rest else "0,1,5").split(",")]

@@ -103,6 +103,12 @@ class Engine:
         self._plans: dict[int, QueryPlan] = {}
         self._planset: PlanSet | None = None
         self._standing = _Standing.of({})
+        #: batches go to the executor's device pipeline: a device-owned graph, queries
+        #: standing and none listing (count mode), and (checked per batch) no versions
+        #: held, edge updates only; the rest takes the host path, which builds tasks and
+        #: listings on the host
+        self._pipes = bool(getattr(self.executor, "pipelined", False))
+        self._pipe = False
         self._next_id = 1
         self._pending: list[PendingBatch] = []
         self._hold: int | None = None
@@ -189,7 +195,8 @@ class Engine:
     def _changed(self) -> None:
         """The standing queries changed: what batches read of them, the labels they read
         (a host graph in place keeps edges no query reads pending), and the plan set."""
-        self._standing = _Standing.of(self._queries)
+        self._standing = st = _Standing.of(self._queries)
+        self._pipe = self._pipes and bool(st.qids) and st.counting_only
         relevant = getattr(self.graph, "set_relevant_labels", None)
         if relevant is not None:
             labels = [lab for q in self._queries.values() for lab in q.spec.query.vertex_labels]
@@ -264,11 +271,12 @@ class Engine:
         t0 = time.perf_counter()
         st = self._standing
         qids, specs, scale = st.qids, st.specs, st.scale
-        vertex_ops = len(batch) > 0 and int(batch.op.max()) >= _INS_V
-        if self._pipelined(batch, qids, vertex_ops):   # it keeps its own watermark
+        if self._pipe and self._hold is None and len(batch):   # it keeps its own watermark
             ticket = self.executor.submit_batch(batch, self._plan_set(), scale)  # type: ignore[attr-defined]
-            return PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
-                                first_tick=0, t0=t0, t1=time.perf_counter())
+            if ticket is not None:   # (None: a vertex operation, for the host path)
+                return PendingBatch(self, batch, None, qids, specs, scale, None, ticket, 0,
+                                    0, t0, time.perf_counter())
+        vertex_ops = len(batch) > 0 and int(batch.op.max()) >= _INS_V
         if vertex_ops:   # vertex labels have one version: every batch before must finish
             self.drain()
         else:
@@ -310,13 +318,6 @@ class Engine:
                                t0=t0, t1=time.perf_counter())
         self._pending.append(pending)
         return pending
-
-    def _pipelined(self, batch: UpdateBatch, qids: tuple[int, ...], vertex_ops: bool) -> bool:
-        """The batch goes to the executor's device pipeline: a device-owned graph, edge
-        updates only, queries standing and none listing, no versions held (count mode;
-        the rest takes the host path, which builds tasks and listings on the host)."""
-        return (bool(qids) and len(batch) > 0 and getattr(self.executor, "pipelined", False)
-                and self._hold is None and not vertex_ops and self._standing.counting_only)
 
     def hold_versions(self, tick: int | None) -> None:
         """Keep the graph readable at ``tick`` and later (None: no hold): entries deleted
@@ -396,9 +397,9 @@ class Engine:
         r = cast("BatchTicket", p.ticket).wait()
         p.ops, p.ei = r.ops, r.applied
         p.ntasks = len(p.ei) * len(p.qids)
-        return BatchResult(ops=r.ops, seq=p.batch.seq, sub=r.sub, request_op=p.batch.op,
-                           query_ids=p.qids, counts=r.counts, listings={},
-                           stats=_stats(p, r.tally, time.perf_counter()))
+        # positional: keywords were a microsecond of a small batch's host time
+        return BatchResult(r.ops, p.batch.seq, r.sub, p.batch.op, p.qids, r.counts, {},
+                           _stats(p, r.tally, time.perf_counter()))
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
                     cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
@@ -468,17 +469,18 @@ class PendingBatch:
         return self._result
 
 
-def _stats(p: PendingBatch, tally: npt.NDArray[np.int64], t2: float,
+def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
            io: IoStats | None = None) -> BatchStats:
-    """A finished batch's stats: its tally (applied, ignored, rejected, created, destroyed),
-    times from submit (t0, t1) to ``t2``, and out-of-core traffic."""
+    """A finished batch's stats: its tally (applied, ignored, rejected, created, destroyed;
+    the device pipeline's as ints already), times from submit (t0, t1) to ``t2``, and
+    out-of-core traffic. Positional: a small batch's keywords cost a microsecond."""
     assert p.ei is not None
-    a, i, r, pos, neg = tally.tolist()
-    return BatchStats(
-        updates=len(p.batch), edge_updates=len(p.ei), applied=a, ignored=i, rejected=r,
-        positive=pos, negative=neg, resolve_seconds=p.t1 - p.t0, match_seconds=t2 - p.t1,
-        tasks=p.ntasks, host_bytes=io.host_bytes if io else 0,
-        cache_hits=io.cache_hits if io else 0, cache_misses=io.cache_misses if io else 0)
+    a, i, r, pos, neg = tally if isinstance(tally, list) else tally.tolist()
+    if io is None:
+        return BatchStats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
+                          p.ntasks)
+    return BatchStats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
+                      p.ntasks, io.host_bytes, io.cache_hits, io.cache_misses)
 
 
 def _empty_ops(n: int = 0) -> OpTable:

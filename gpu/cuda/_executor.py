@@ -200,6 +200,8 @@ class GpuExecutor:
         khz = int(cp.cuda.Device().attributes["ClockRate"])
         self._split_cycles = int(c.split_us * khz / 1000)
         self._next_slot = 0
+        #: host-path tickets may be in flight (submit_batch checks the slots only then)
+        self._host_tickets = False
         self._installed: Any = None
         self._plans_key: PlanSet | None = None
         self._plans_dev: tuple[Any, ...] = ()
@@ -235,14 +237,17 @@ class GpuExecutor:
             self._pipeline.prepare(plans, scale)
 
     def submit_batch(self, batch: UpdateBatch, plans: PlanSet,
-                     scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket:
+                     scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket | None:
         """Resolve and match a raw batch of edge updates on the device (count mode, one
         task per applied edge update and query of ``plans``, counts times num // den of
-        ``scale``'s two rows); returns at once."""
+        ``scale``'s two rows); returns at once. None, having changed nothing, for a batch
+        with vertex operations (the host path takes it)."""
         if self._pipeline is None:
             raise BackendError("submit_batch needs a device-owned graph (device_graph=True)")
-        if self._in_flight():   # matching of host-path batches may read what this reclaims
-            self.drain()
+        if self._host_tickets:   # matching of host-path batches may read what this reclaims
+            if self._in_flight():
+                self.drain()
+            self._host_tickets = False
         return self._pipeline.submit(batch, plans, scale)
 
     @property
@@ -448,6 +453,7 @@ class GpuExecutor:
         self._next_slot = (self._next_slot + 1) % len(self._slots)
         if slot.ticket is not None:
             slot.ticket.wait()
+        self._host_tickets = True
         stride = self._stride(graph)
         units = self._units(graph, plans, tasks)
         ooc = None

@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from ..graph._idmap import set_direct, slot_of
 
-__all__ = ["finish_rows", "insert_multiplicity", "intern_ends", "row_numbers",
-           "stage_rows", "zero_subs"]
+__all__ = ["finish_launch", "insert_multiplicity", "intern_ends", "row_numbers", "stage_rows",
+           "zero_subs"]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -52,14 +52,20 @@ def intern_ends(keys, vals, used, direct, op, src, dst, first_vertex_op, count, 
 
 @nb.njit(cache=True, nogil=True)
 def stage_rows(keys, vals, used, direct, op, src, dst, label, first_vertex_op, count, new_ext,
-               inp, at):  # type: ignore[no-untyped-def]
+               inp, at, edges_only):  # type: ignore[no-untyped-def]
     """A batch's raw updates into a control block's input rows ``inp`` (op, slot x, slot y,
     label) from column ``at`` on, its ends interned as :func:`intern_ends` does. Returns how
     many ids are new. One pass over the rows through the direct array while every end is
     in it (a stream's known vertices: Enron's 18,383 updates 106 -> 55 us here, against a
     pass per side and one for op and label); the first end that is not takes the batch
-    through :func:`intern_ends` from the start."""
+    through :func:`intern_ends` from the start. ``edges_only``: a batch with a vertex
+    operation is refused (-1) before anything is written or interned (the device pipeline
+    takes edge updates only; the check was a numpy reduction of a microsecond a batch)."""
     n, nd = len(op), np.uint64(len(direct))
+    if edges_only:
+        for i in range(n):
+            if op[i] >= first_vertex_op:
+                return -1
     r0, r1, r2, r3 = inp[0, at:at + n], inp[1, at:at + n], inp[2, at:at + n], inp[3, at:at + n]
     for i in range(n):
         o, x = op[i], np.uint64(src[i])
@@ -113,33 +119,39 @@ def insert_multiplicity(inp, n, tally):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def finish_rows(op, status, counts):  # type: ignore[no-untyped-def]
-    """A pipelined batch's applied edge updates (indices of its rows) and its tally
-    (applied, ignored, rejected, matches created, destroyed) from the columns the device
-    wrote into its result region: op and status (one byte a row) and the signed counts
-    (zero but for applied edge updates), what ``OpTable.applied_edges`` and
-    ``result_columns`` give. The rest of the result is the region itself. Branch-free,
-    with the tally in registers: a loop that added into the tally array took 4.4 ns a
-    row here (each add waited for the last store to the same word), this one 0.8."""
-    n = len(op)
-    ei = np.empty(n, np.int64)
-    k = applied = ignored = 0
-    for i in range(n):
-        s = status[i]
-        ei[k] = i
-        k += (s == 0) & (op[i] <= 1)
-        applied += s == 0
-        ignored += s == 1
-    pos = neg = 0
-    flat = counts.ravel()
-    for j in range(len(flat)):
-        c = flat[j]
-        pos += max(c, 0)
-        neg += max(-c, 0)
-    tally = np.empty(5, np.int64)
-    tally[0], tally[1], tally[2], tally[3], tally[4] = (applied, ignored, n - applied - ignored,
-                                                         pos, neg)
-    return ei[:k], tally
+def finish_launch(op, status, counts, row0, bounds):  # type: ignore[no-untyped-def]
+    """Each batch's result of a launch, picked out of the columns the device wrote into its
+    region: batch t holds rows row0 + bounds[t] .. row0 + bounds[t + 1] - 1, and gets its
+    applied edge updates (its own row numbers) and its tally (applied, ignored, rejected,
+    matches created, destroyed), what ``OpTable.applied_edges`` and ``result_columns``
+    give (counts are zero but for applied edge updates). Returns the applied indices one
+    batch after the other, and a row per batch: its first row and last + 1, where its
+    indices start and end, its tally. One call a launch, one ``tolist`` for its batches
+    (a call a batch, numba's dispatch of three arrays, was 2-4 us of a batch of 8's host
+    time). Branch-free, the tally in registers: adding into an array took 4.4 ns a row
+    (each add waited for the last store to the same word), this 0.8."""
+    k = len(bounds) - 1
+    ei = np.empty(max(bounds[k] - bounds[0], 0), np.int64)
+    out = np.empty((k, 9), np.int64)
+    nq = counts.shape[1]
+    m = 0
+    for t in range(k):
+        lo, hi = row0 + bounds[t], row0 + bounds[t + 1]
+        out[t, 0], out[t, 1], out[t, 2] = lo, hi, m
+        applied = ignored = pos = neg = 0
+        for i in range(lo, hi):
+            s = status[i]
+            ei[m] = i - lo
+            m += (s == 0) & (op[i] <= 1)
+            applied += s == 0
+            ignored += s == 1
+            for j in range(nq):
+                c = counts[i, j]
+                pos += max(c, 0)
+                neg += max(-c, 0)
+        out[t, 3], out[t, 4], out[t, 5] = m, applied, ignored
+        out[t, 6], out[t, 7], out[t, 8] = hi - lo - applied - ignored, pos, neg
+    return ei, out
 
 
 class _Shared:

@@ -47,7 +47,7 @@ from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
 from ._arena import Region, shared_arena
 from ._device_graph import device_pointer, mapped_zeros
-from ._host_columns import finish_rows, insert_multiplicity, row_numbers, zero_subs
+from ._host_columns import finish_launch, insert_multiplicity, row_numbers, zero_subs
 from ._updater import (
     DONE,
     FAULT,
@@ -97,13 +97,13 @@ class BatchColumns(NamedTuple):
     applied: npt.NDArray[np.int64]   # indices of the applied edge updates
     counts: npt.NDArray[np.int64]    # (updates, queries): signed, scaled
     sub: npt.NDArray[np.int32]
-    tally: npt.NDArray[np.int64]     # applied, ignored, rejected, created, destroyed
+    tally: list[int]                 # applied, ignored, rejected, created, destroyed
 
 
 #: a split batch's part once its rows are in the batch's columns (SplitTicket reads them)
 _PLACED = BatchColumns(OpTable(*(np.zeros(0, np.int64) for _ in dataclasses.fields(OpTable))),
                        np.zeros(0, np.int64), np.zeros((0, 0), np.int64), np.zeros(0, np.int32),
-                       np.zeros(5, np.int64))
+                       [0] * 5)
 
 
 class BatchTicket:
@@ -235,6 +235,8 @@ class _Block:
         #: the new vertices' external ids of its batches (two an update, the rows' own
         #: places), copied to the device from here; reused once its launch has been read
         self.ext = mapped_zeros(2 * cap, np.dtype(np.int64))
+        #: where its launch's batches start, then its size (_launch_columns)
+        self.bounds = np.zeros(cap + 1, np.int64)
         # recorded again at each launch of the block (its previous one has been read)
         self.fronted = cp.cuda.Event(disable_timing=True)   # after its front
         self.backed = cp.cuda.Event()                        # after its back
@@ -504,8 +506,9 @@ class DevicePipeline:
 
     # -- batches ------------------------------------------------------------------------
     def submit(self, batch: UpdateBatch, plans: PlanSet,
-               scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket:
-        """Enqueue ``batch`` (edge updates only); returns at once. While ``busy_launches``
+               scale: npt.NDArray[np.int64]) -> BatchTicket | SplitTicket | None:
+        """Enqueue ``batch`` (edge updates only: None, nothing done, for one with a vertex
+        operation); returns at once. While ``busy_launches``
         launches are still running on the device, batches gather into the next launch
         (group commit): the updater's stream and the host pay per launch, not per batch.
         A batch larger than a launch goes in consecutive launches (:class:`SplitTicket`),
@@ -513,18 +516,23 @@ class DevicePipeline:
         ``scale``: each query's num and den (two contiguous int64 rows)."""
         with self._lock:
             self._check()
-            self._configure(plans)
+            if plans is not self._plans:
+                self._configure(plans)
             if scale is not self._scale:
                 self._set_scale(scale)
             cap = LAUNCH_CAP
             if len(batch) <= cap:
                 return self._submit(batch)
+            if int(batch.op.max()) > 1:   # vertex operations: the host path's
+                return None
             parts = []
             region = self.arena.take(len(batch), self._nq)
             try:
                 for lo in range(0, len(batch), cap):
                     self._after = max(0, len(batch) - lo - cap)
-                    parts.append(self._submit(batch.slice(lo, lo + cap), region, lo))
+                    part = self._submit(batch.slice(lo, lo + cap), region, lo)
+                    assert part is not None   # (edge updates only)
+                    parts.append(part)
             finally:
                 self._after = None
             return SplitTicket(batch, parts, region)
@@ -540,7 +548,7 @@ class DevicePipeline:
         self._scale = scale
 
     def _submit(self, batch: UpdateBatch, into: Region | None = None,
-                row0: int = 0) -> BatchTicket:
+                row0: int = 0) -> BatchTicket | None:
         """One batch of at most a launch's capacity into the open launch (under the lock);
         ``into``, ``row0``: a split batch's region and this part's first row there (a part
         has its launch to itself: every part but the last fills one, and the last starts
@@ -555,8 +563,10 @@ class DevicePipeline:
         if into is not None:
             g.region, g.row0 = into, row0
         o = g.n
-        self.updater.stage(batch, g.block.inp, o, g.block.ext[2 * o:2 * (o + n)])
+        if not self.updater.stage(batch, g.block.inp, o, g.block.ext[2 * o:2 * (o + n)], True):
+            return None   # a vertex operation (the launch gathers on, maybe still empty)
         g.n += n
+        g.block.bounds[len(g.tickets) + 1] = g.n   # (bounds[0] is 0)
         if self._after is not None:
             g.split, g.after = True, self._after
         ticket = BatchTicket(self, g, batch, o, into is not None)
@@ -629,6 +639,9 @@ class DevicePipeline:
         flight)."""
         assert g is self._open
         self._open = None
+        if g.n == 0:   # only refused batches came (vertex operations): nothing to launch
+            g.done = True
+            return
         try:
             self._stamp(g)
             self._collect_garbage(g)
@@ -836,13 +849,18 @@ class DevicePipeline:
                         raise
 
     def _read(self, g: _Launch) -> None:
-        """Each batch's result: its rows of the launch's region, with its applied updates
-        and tally picked out in one compiled pass (a split batch's part: nothing yet, its
-        batch is read as one)."""
+        """Each batch's result: its rows of the launch's region, with the applied updates
+        and tally of every batch picked out in one compiled pass (a split batch's part:
+        nothing yet, its batch is read as one; a part has its launch to itself)."""
         region = g.region
         assert region is not None
-        for t in g.tickets:
-            t.result = _PLACED if t.part else _columns(region, g.row0 + t.lo, len(t.batch))
+        if g.tickets and g.tickets[0].part:
+            g.tickets[0].result = _PLACED
+            return
+        k = len(g.tickets)
+        for t, cols in zip(g.tickets, _launch_columns(region, g.row0, g.block.bounds[:k + 1]),
+                           strict=True):
+            t.result = cols
 
     def _recover(self, g: _Launch) -> None:
         """The launch stopped on a full pool, output or vertex array: finish it on the host
@@ -885,16 +903,31 @@ class DevicePipeline:
             self._launch(later)
 
 
+def _launch_columns(r: Region, row0: int, bounds: npt.NDArray[np.int64]) -> list[BatchColumns]:
+    """The results of batches in rows ``row0 + bounds[t] ..< row0 + bounds[t + 1]`` of
+    region ``r``: the region's columns themselves (views; raw and sub shared read-only),
+    each batch's applied indices and tally (one compiled call for them all)."""
+    ei, rows = finish_launch(r.op, r.status, r.counts, row0, bounds)
+    op, a, b, src, dst, label, tick = r.op, r.a, r.b, r.src, r.dst, r.label, r.tick
+    status, reason, counts = r.status, r.reason, r.counts
+    out = []
+    for lo, hi, e0, e1, *tally in rows.tolist():
+        n = hi - lo
+        if n == r.rows:   # the whole region: its columns as they are
+            out.append(BatchColumns(OpTable(row_numbers(n), op, a, b, src, dst, label, tick,
+                                            status, reason), ei[:e1], counts, zero_subs(n),
+                                    tally))
+            continue
+        out.append(BatchColumns(
+            OpTable(row_numbers(n), op[lo:hi], a[lo:hi], b[lo:hi], src[lo:hi], dst[lo:hi],
+                    label[lo:hi], tick[lo:hi], status[lo:hi], reason[lo:hi]),
+            ei[e0:e1], counts[lo:hi], zero_subs(n), tally))
+    return out
+
+
 def _columns(r: Region, at: int, n: int) -> BatchColumns:
-    """A batch's result from rows ``at..at+n-1`` of its region: the region's columns
-    themselves (views; raw and sub shared read-only), its applied updates and tally."""
-    cols = (r.op, r.a, r.b, r.src, r.dst, r.label, r.tick, r.status, r.reason, r.counts)
-    if at != 0 or n != r.rows:   # (a whole region: its columns as they are)
-        cols = tuple(c[at:at + n] for c in cols)
-    op, a, b, src, dst, label, tick, status, reason, counts = cols
-    ei, tally = finish_rows(op, status, counts)
-    return BatchColumns(OpTable(row_numbers(n), op, a, b, src, dst, label, tick, status, reason),
-                        ei, counts, zero_subs(n), tally)
+    """One batch's result from rows ``at..at+n-1`` of its region."""
+    return _launch_columns(r, at, np.array([0, n], np.int64))[0]
 
 
 def _stride_for(bound: int, grow: int) -> int:

@@ -429,18 +429,22 @@ class DeviceUpdater:
 
     # -- updates --------------------------------------------------------------------------
     def stage(self, batch: UpdateBatch, inp: npt.NDArray[np.int32], at: int,
-              new_ext: npt.NDArray[np.int64] | None = None) -> None:
+              new_ext: npt.NDArray[np.int64] | None = None, edges_only: bool = False) -> bool:
         """The batch's raw updates into input rows ``inp`` (op, slot x, slot y, label) from
         column ``at`` on, in one compiled pass; unseen ids get new slots. ``new_ext``: room
         for two ids an update, in pinned memory that nothing rewrites before the stream has
         copied it: a copy from pageable memory waits for the stream (the updater's, busy
-        with the launches before: 0.6 ms of a 16,384 launch's staging)."""
+        with the launches before: 0.6 ms of a 16,384 launch's staging). ``edges_only``: a
+        batch with a vertex operation is refused (False), nothing staged."""
         n = len(batch)
-        self.ids.reserve(2 * n)
-        new_ext = np.empty(2 * n, np.int64) if new_ext is None else new_ext
         ids = self.ids
-        k = int(stage_rows(ids.keys, ids.vals, ids.used, ids.direct, batch.op, batch.src,
-                           batch.dst, batch.label, _VERTEX_OPS, self.n_slots, new_ext, inp, at))
+        ids.reserve(2 * n)
+        new_ext = np.empty(2 * n, np.int64) if new_ext is None else new_ext
+        k = stage_rows(ids.keys, ids.vals, ids.used, ids.direct, batch.op, batch.src,
+                       batch.dst, batch.label, _VERTEX_OPS, self.n_slots, new_ext, inp, at,
+                       edges_only)
+        if k < 0:
+            return False
         if k:
             if self.n_slots + k > self._scap:
                 with self.stream:
@@ -448,6 +452,7 @@ class DeviceUpdater:
             self.slot_ext[self.n_slots:self.n_slots + k].set(new_ext[:k], stream=self.stream)
             self.n_slots += k
             self.ids.count = self.n_slots
+        return True
 
     def apply(self, batch: UpdateBatch) -> OpTable:
         """Resolve and install ``batch`` on the device; returns its primitive updates."""

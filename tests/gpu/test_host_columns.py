@@ -7,7 +7,7 @@ import numpy as np
 
 from gpu._result_columns import result_columns
 from gpu.cuda._arena import Region, ResultArena, numpy_chunk
-from gpu.cuda._host_columns import finish_rows, insert_multiplicity, intern_ends, stage_rows
+from gpu.cuda._host_columns import finish_launch, insert_multiplicity, intern_ends, stage_rows
 from gpu.graph import IdMap
 
 
@@ -22,7 +22,14 @@ def _rows(rng: np.random.Generator, n: int, nq: int) -> tuple[np.ndarray, ...]:
     return op, status, counts
 
 
-def test_finish_rows_equals_applied_edges_and_result_columns() -> None:
+def finish_rows(op: np.ndarray, status: np.ndarray,
+                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One batch's applied indices and tally through finish_launch."""
+    ei, rows = finish_launch(op, status, counts, 0, np.array([0, len(op)], np.int64))
+    return ei[rows[0, 2]:rows[0, 3]], rows[0, 4:]
+
+
+def test_finish_launch_equals_applied_edges_and_result_columns() -> None:
     """The applied indices and tally the host picks out of a region's rows are what
     OpTable.applied_edges and result_columns give (one primitive update a raw one)."""
     from gpu.graph._host import OpTable
@@ -151,6 +158,32 @@ def test_a_batchs_columns_are_its_rows_of_the_region() -> None:
             lo += n
 
 
+def test_a_launchs_batches_are_read_in_one_pass() -> None:
+    """Every batch of a launch (rows row0 + bounds[t].. of its region, one compiled pass
+    for them all) gets what its rows alone give, its columns views of the
+    region's rows, whatever the sizes (empty batches too)."""
+    from gpu.cuda._pipeline import _launch_columns
+
+    rng = np.random.default_rng(21)
+    for nq, sizes, row0 in ((3, (8, 8, 1, 0, 40, 8), 5), (1, (1,), 0), (2, (64,) * 13, 0)):
+        r = _arena(1 << 18).take(row0 + sum(sizes), nq)
+        op, status, counts = _rows(rng, r.rows, nq)
+        r.op[:], r.status[:], r.counts[:] = op, status, counts
+        r.tick[:] = rng.integers(0, 1 << 30, r.rows)
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        got = _launch_columns(r, row0, bounds)
+        assert len(got) == len(sizes)
+        for t, cols in enumerate(got):
+            lo, hi = row0 + int(bounds[t]), row0 + int(bounds[t + 1])
+            want_ei, want_tally = finish_rows(op[lo:hi], status[lo:hi], counts[lo:hi])
+            assert np.array_equal(cols.applied, want_ei), t
+            assert list(cols.tally) == want_tally.tolist() and isinstance(cols.tally[0], int)
+            assert np.array_equal(cols.counts, counts[lo:hi])
+            assert np.array_equal(cols.ops.tick, r.tick[lo:hi])
+            assert np.shares_memory(cols.ops.tick, r.tick) or hi == lo
+            assert len(cols.ops) == hi - lo == len(cols.sub)
+
+
 def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
     rng = np.random.default_rng(8)
     n, cap, at = 120, 256, 30
@@ -163,8 +196,14 @@ def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
         m.reserve(2 * n)
     inp = np.full((4, cap), -7, np.int32)
     new_a, new_b = np.empty(2 * n, np.int64), np.empty(2 * n, np.int64)
+    before = [a.copy() for a in (maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct)]
+    assert stage_rows(maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct, op, src, dst,
+                      label, 2, 3, new_a, inp, at, True) == -1   # vertex operations: refused
+    assert (inp == -7).all()
+    assert all(np.array_equal(a, b) for a, b in zip(before, (maps[0].keys, maps[0].vals,
+                                                             maps[0].used, maps[0].direct)))
     k = stage_rows(maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct, op, src, dst,
-                   label, 2, 3, new_a, inp, at)
+                   label, 2, 3, new_a, inp, at, False)
     sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
     assert k == intern_ends(maps[1].keys, maps[1].vals, maps[1].used, maps[1].direct, op, src,
                             dst, 2, 3, new_b, sx, sy)
