@@ -124,40 +124,48 @@ def _window(edges: int, window: int):  # type: ignore[no-untyped-def]
     return ds, [q for _, q in ds.queries], ds.stream.slice(0, window)
 
 
-def batch_sweep(edges: int, window: int, plots: Path | None) -> list[str]:
+def batch_sweep(edges: int, windows: list[int], plots: Path | None) -> list[str]:
+    """Throughput against b over the first ``windows[i]`` updates of the stream: the short
+    window has the pipeline's ramp (its first launches carry one batch each, later ones
+    gather what arrives while two run), the long one is closer to a steady stream."""
     cfg, ds = _big_dataset(edges)
-    stream = ds.stream.slice(0, window)
-    qs = [q for _, q in ds.queries]
     rows = [f"Generated: `GenConfig(vertices={cfg.vertices:,}, edges={cfg.edges:,}, labels="
             f"{cfg.labels}, queries={cfg.queries}, query sizes {cfg.min_query}-"
             f"{cfg.max_query}, insert_ratio=0.45, delete_ratio=0.05, seed=7)`; the first "
-            f"{len(stream):,} updates of the stream, all queries standing, embeddings mode; "
-            f"batches of b submitted with up to {IN_FLIGHT_UPDATES:,} updates (at least "
-            f"{PIPELINE} batches) in flight; best of 3 fresh engines (a single run at b=8 "
-            "varied by 2x on one instance). "
+            f"{' and the first '.join(f'{w:,}' for w in windows)} updates of the stream, all "
+            f"queries standing, embeddings mode; batches of b submitted with up to "
+            f"{IN_FLIGHT_UPDATES:,} updates (at least {PIPELINE} batches) in flight; best of 3 "
+            "fresh engines (a single run at b=8 varied by 2x on one instance). "
             "Launches: device pipeline launches (batches submitted while it is busy share one).",
-            "", "| b | seconds | updates/s | matches (+/-) | share of b=4096 | launches |",
-            "|---|---|---|---|---|---|"]
-    res = []
-    for b in (1, 8, 64, 512, 4096):
-        st: dict[str, int] = {}
-        t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 3, b, st)
-        res.append((b, t, p, n, st.get("launches", 0)))
-        print(b, t, p, n, st, flush=True)
-    top = len(stream) / res[-1][1]
-    for b, t, p, n, la in res:
-        rows.append(f"| {b} | {t:.3f} | {len(stream) / t:,.0f} | +{p:,} / -{n:,} | "
-                    f"{len(stream) / t / top:.0%} | {la:,} |")
+            "", "| updates | b | seconds | updates/s | matches (+/-) | share of b=4096 | launches |",
+            "|---|---|---|---|---|---|---|"]
+    plotted = []
+    for window in windows:
+        stream = ds.stream.slice(0, window)
+        qs = [q for _, q in ds.queries]
+        res = []
+        for b in (1, 8, 64, 512, 4096):
+            st: dict[str, int] = {}
+            t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 3, b, st)
+            res.append((b, t, p, n, st.get("launches", 0)))
+            print(window, b, t, p, n, st, flush=True)
+        top = len(stream) / res[-1][1]
+        for b, t, p, n, la in res:
+            rows.append(f"| {len(stream):,} | {b} | {t:.3f} | {len(stream) / t:,.0f} | +{p:,} / "
+                        f"-{n:,} | {len(stream) / t / top:.0%} | {la:,} |")
+        plotted.append((len(stream), [(r[0], len(stream) / r[1]) for r in res]))
     if plots is not None:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot([r[0] for r in res], [len(stream) / r[1] for r in res], "o-")
+        for n, pts in plotted:
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=f"{n:,} updates")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("updater batch size b")
         ax.set_ylabel("updates / s")
         ax.set_title("GPU throughput vs batch size")
+        ax.legend()
         fig.tight_layout()
         fig.savefig(plots / "gpu_batch_size.png", dpi=120)
     return rows
@@ -432,6 +440,8 @@ def main() -> None:
     ap.add_argument("--edges", type=int, default=1_200_000)
     ap.add_argument("--window", type=int, default=50_000)
     ap.add_argument("--latency-updates", type=int, default=20_000)
+    ap.add_argument("--batch-windows", default=None,
+                    help="the batch sweep's stream lengths, comma-separated (default: --window)")
     ap.add_argument("--plots", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args()
@@ -450,7 +460,8 @@ def main() -> None:
         lines += yeast(args.yeast, args.repeat)
     if "batch" in secs:
         lines += ["", "### Throughput against the updater batch size b", ""]
-        lines += batch_sweep(args.edges, args.window, args.plots)
+        windows = [int(x) for x in (args.batch_windows or str(args.window)).split(",")]
+        lines += batch_sweep(args.edges, windows, args.plots)
     pipe = ["## GPU pipeline (device-resident updates)", "",
             f"Command: `python bench/gpu_bench.py --sections {args.sections} --window "
             f"{args.window}`  ", f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}"]

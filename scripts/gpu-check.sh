@@ -38,6 +38,7 @@ case "${1:-}" in
     rc=$? ;;
   bench)
     CSM_BENCH_DEVICE_GRAPH=1 python bench/gpu_bench.py --repeat 2 --window 20000 \
+        --batch-windows 20000,100000 \
         --sections pipeline,enron,yeast,batch,latency > "$out/bench.log" 2>&1
     rc=$?
     cp docs/benchmarks.md "$out/" ;;
