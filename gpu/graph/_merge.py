@@ -13,6 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._jit import leaf
 from ._kernels import BATCH, DONE, GARBAGE, NEED_POOL, POOL_USED, WATERMARK, _copy_live
 from ._labels import add_group, recount
 from ._prefetch import prefetch
@@ -64,14 +65,17 @@ def order_pending(p_owner, sel, nv):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
+def _sort_large(idx, g0, g1, p_key):  # type: ignore[no-untyped-def]
+    """idx[g0:g1] by key, stable (a group of more than 32: it allocates)."""
+    sub = idx[g0:g1].copy()
+    order = np.argsort(p_key[sub], kind="mergesort")
+    for r in range(g1 - g0):
+        idx[g0 + r] = sub[order[r]]
+
+
+@leaf
 def _sort_group(idx, g0, g1, p_key):  # type: ignore[no-untyped-def]
-    """idx[g0:g1] by key, stable."""
-    if g1 - g0 > 32:
-        sub = idx[g0:g1].copy()
-        order = np.argsort(p_key[sub], kind="mergesort")
-        for r in range(g1 - g0):
-            idx[g0 + r] = sub[order[r]]
-        return
+    """idx[g0:g1] by key, stable (an insertion sort: groups of at most 32)."""
     for r in range(g0 + 1, g1):
         x = idx[r]
         kx = p_key[x]
@@ -82,7 +86,7 @@ def _sort_group(idx, g0, g1, p_key):  # type: ignore[no-untyped-def]
         idx[s] = x
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _live(off, n, wm, dt):  # type: ignore[no-untyped-def]
     """Entries of off..off+n a reader can still see (dt > watermark)."""
     m = 0
@@ -91,7 +95,7 @@ def _live(off, n, wm, dt):  # type: ignore[no-untyped-def]
     return m
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _merge_back(v, idx, g0, g1, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key, elab, ct,
                 dt):  # type: ignore[no-untyped-def]
     """Merge pending idx[g0:g1] into v's version from the back (the capacity has room)."""
@@ -112,7 +116,7 @@ def _merge_back(v, idx, g0, g1, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, key
     seg_len[v] = n + (g1 - g0)
 
 
-@nb.njit(cache=True, nogil=True)
+@leaf
 def _merge_into_new(v, cap, idx, g0, g1, p_key, p_elab, p_ct, p_dt, meta, seg_off, seg_len,
                     seg_cap, seg_batch, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """A new version of capacity ``cap`` at the pool's end: v's entries a reader can still
@@ -144,7 +148,7 @@ def _merge_into_new(v, cap, idx, g0, g1, p_key, p_elab, p_ct, p_dt, meta, seg_of
     seg_batch[v] = meta[BATCH]
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@leaf
 def _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, lflat, lcols,
            key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Prefetch for the pending entries the merge reaches soon: the entries themselves
@@ -214,7 +218,9 @@ def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, se
         while g1 < n_idx and p_owner[idx[g1]] == v:
             g1 += 1
         k = g1 - r
-        if k > 1:   # most groups have one entry: no call
+        if k > 32:
+            _sort_large(idx, r, g1, p_key)
+        elif k > 1:   # most groups have one entry: no call
             _sort_group(idx, r, g1, p_key)
         n = np.int64(seg_len[v])
         off = seg_off[v]
