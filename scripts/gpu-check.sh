@@ -4,7 +4,8 @@
 # the service's packages are needed.
 #   scripts/gpu-check.sh tests-a   the device pipeline, the device updater, the oracle on a
 #                                  device-owned graph, result columns (about 4 min)
-#   scripts/gpu-check.sh tests-b   every other test of tests/gpu marked gpu (about 7 min)
+#   scripts/gpu-check.sh tests-b   every other test of tests/gpu marked gpu (about 7 min; the
+#                                  Yeast parity case needs .local-data/yeast, carried)
 #   scripts/gpu-check.sh bench     the device-graph benchmarks: pipeline, Enron, Yeast,
 #                                  throughput against b, response time (docs/benchmarks.md)
 #   scripts/gpu-check.sh service   the gpu-marked tests outside tests/gpu (the service end to
