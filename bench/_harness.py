@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from gpu import CountMode, Engine, ExecutorOptions, QuerySpec, UpdateBatch
@@ -37,16 +38,20 @@ def engine(backend: str, graph: GraphData, queries: list, mode: CountMode,  # ty
 
 def time_run(backend: str, graph: GraphData, queries: list, stream: UpdateBatch,  # type: ignore[type-arg]
              mode: CountMode, repeat: int, batch: int,
-             stats: dict[str, int] | None = None) -> tuple[float, int, int]:
+             stats: dict[str, int] | None = None,
+             started: Callable[[], None] | None = None) -> tuple[float, int, int]:
     """Best seconds over ``repeat`` fresh engines, and the matches created / destroyed.
 
     Only update processing is timed; results are read in order once more than PIPELINE
     batches and IN_FLIGHT_UPDATES updates are in flight (DCSM inter-batch parallelism).
-    ``stats`` gets the device pipeline's launches of the last run (0 without one).
+    ``stats`` gets the device pipeline's launches of the last run (0 without one);
+    ``started`` is called as each run's timing starts (a profiler leaves set-up out).
     """
     best, pos, neg = float("inf"), 0, 0
     for _ in range(repeat):
         eng = engine(backend, graph, queries, mode)
+        if started is not None:
+            started()
         t = time.perf_counter()
         pos = neg = 0
         window: deque = deque()  # type: ignore[type-arg]

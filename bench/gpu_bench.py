@@ -139,10 +139,10 @@ def batch_sweep(edges: int, windows: list[int], plots: Path | None) -> list[str]
             "Launches: device pipeline launches (batches submitted while it is busy share one).",
             "", "| updates | b | seconds | updates/s | matches (+/-) | share of b=4096 | launches |",
             "|---|---|---|---|---|---|---|"]
+    qs = [q for _, q in ds.queries]
     plotted = []
     for window in windows:
         stream = ds.stream.slice(0, window)
-        qs = [q for _, q in ds.queries]
         res = []
         for b in (1, 8, 64, 512, 4096):
             st: dict[str, int] = {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import (IN_FLIGHT_UPDATES, PIPELINE, engine,  # noqa: E402
-                      launch_cap_from_env, time_run)
+from _harness import engine, launch_cap_from_env, time_run  # noqa: E402
 from gpu_bench import _serve, _window  # noqa: E402
 
 from gpu import CountMode, _engine  # noqa: E402
@@ -114,26 +113,12 @@ def sweep() -> None:
     _, ds = _big_dataset(1_200_000)
     stream = ds.stream.slice(0, 20_000)
     qs = [q for _, q in ds.queries]
-    chunks = {b: list(iter_chunks(stream, b)) for b in (1, 8, 64, 4096)}
     for b in (1, 8, 64, 4096):
         time_run("gpu", ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b)   # warm
-        eng = engine("gpu", ds.initial, qs, CountMode.EMBEDDINGS, True)
-        TIMES.clear()   # the loop of time_run, the engine's set-up left out
-        t0 = time.perf_counter()
-        window: deque[Any] = deque()
-        flying = 0
-        for chunk in chunks[b]:
-            window.append(eng.submit(chunk))
-            flying += len(chunk)
-            while len(window) > PIPELINE and flying > IN_FLIGHT_UPDATES:
-                p = window.popleft()
-                p.result()
-                flying -= len(p.batch)
-        for p in window:
-            p.result()
-        t = time.perf_counter() - t0
-        st = {"launches": eng.executor._pipeline.launches}  # type: ignore[attr-defined]
-        n = len(chunks[b])
+        st: dict[str, int] = {}
+        t, _, _ = time_run("gpu", ds.initial, qs, stream, CountMode.EMBEDDINGS, 1, b, st,
+                           started=TIMES.clear)   # the engine's set-up left out
+        n = -(-len(stream) // b)
         _report(f"sweep b={b}: {len(stream) / t:,.0f} updates/s, {t / n * 1e6:.1f} us a "
                 f"batch, launches {st['launches']}", n)
     for b in (8, 64):

@@ -107,7 +107,7 @@ class Engine:
         #: standing and none listing (count mode), and (checked per batch) no versions
         #: held, edge updates only; the rest takes the host path, which builds tasks and
         #: listings on the host
-        self._pipes = bool(getattr(self.executor, "pipelined", False))
+        self._has_pipeline = bool(getattr(self.executor, "pipelined", False))
         self._pipe = False
         self._next_id = 1
         self._pending: list[PendingBatch] = []
@@ -196,7 +196,7 @@ class Engine:
         """The standing queries changed: what batches read of them, the labels they read
         (a host graph in place keeps edges no query reads pending), and the plan set."""
         self._standing = st = _Standing.of(self._queries)
-        self._pipe = self._pipes and bool(st.qids) and st.counting_only
+        self._pipe = self._has_pipeline and bool(st.qids) and st.counting_only
         relevant = getattr(self.graph, "set_relevant_labels", None)
         if relevant is not None:
             labels = [lab for q in self._queries.values() for lab in q.spec.query.vertex_labels]

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from .._executor import edge_tasks
 from .._result_columns import result_columns
-from .._types import UpdateBatch
+from .._types import UpdateBatch, UpdateOp
 from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
@@ -523,7 +523,7 @@ class DevicePipeline:
             cap = LAUNCH_CAP
             if len(batch) <= cap:
                 return self._submit(batch)
-            if int(batch.op.max()) > 1:   # vertex operations: the host path's
+            if int(batch.op.max()) >= UpdateOp.INSERT_VERTEX:   # the host path's
                 return None
             parts = []
             region = self.arena.take(len(batch), self._nq)
