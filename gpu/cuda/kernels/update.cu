@@ -771,16 +771,20 @@ __device__ __forceinline__ void publish_built(const Dev& g, int v, long long dst
     g.seg[v] = (dst << SEG_BITS) | m;
 }
 
-// Phase B for item it (one warp).
+// Phase B for item it (one warp). Registers are scarce (1,024 threads a block: 64 each): a
+// sub-chunk's keys and visibility stay in them, its other columns are read again to be
+// stored (L1 hits), and positions within a version are int. On its own at 1,024 threads it
+// spilled 120 bytes (the whole Run in registers, 64-bit positions); now 4.
 __device__ unsigned long long build_chunk(const Dev& g, const Scratch& x, long long chunk,
                                          long long w, int it, int lane, long long& maxlen) {
     unsigned long long t_i = gtime();
     int q, ci, nch;
     item_of(x, it, q, ci, nch);
     int v = x.owners[q], e0 = x.bucket[q], k = x.bucket[q + 1] - e0;
-    long long src = x.own_src[q], n0 = x.own_n0[q], dst = x.own_dst[q];
-    long long cs = (long long)ci * chunk, ce = min(n0, cs + chunk);
-    long long prefix = 0;   // live entries of the chunks before this one
+    long long src = x.own_src[q], dst = x.own_dst[q];
+    int n0 = x.own_n0[q];   // positions within one version: int
+    int cs = ci * (int)chunk, ce = min(n0, cs + (int)chunk);
+    int prefix = 0;   // live entries of the chunks before this one
     if (nch > 1) {
         int p = 0;
         for (int r = x.own_item[q] + lane; r < it; r += 32) p += x.cnt[r];
@@ -799,12 +803,18 @@ __device__ unsigned long long build_chunk(const Dev& g, const Scratch& x, long l
         jc = a;
     }
     bool last_chunk = ci == nch - 1;
-    long long run = 0;
-    for (long long s0 = cs;; s0 += SUB) {
-        long long s1 = min(ce, s0 + SUB);
+    int run = 0;
+    for (int s0 = cs;; s0 += SUB) {
+        int s1 = min(ce, s0 + SUB);
         bool last_sub = s1 >= ce;
-        Run r;
-        load_run(g, src, s0, s1, w, lane, r);
+        long long rk[UNROLL];   // keys and visibility only: the rest is read again to store
+        bool rok[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            int i = s0 + 32 * u + lane;
+            rk[u] = 0; rok[u] = false;
+            if (i < s1) { rk[u] = g.key[src + i]; rok[u] = g.dt[src + i] > w; }
+        }
         // new entries placed in this sub-chunk
         int jend = k;
         if (!(last_sub && last_chunk)) {
@@ -820,20 +830,24 @@ __device__ unsigned long long build_chunk(const Dev& g, const Scratch& x, long l
             long long kj = x.s_key[e0 + jc];
             int c = 0;
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) c += r.ok[u] && r.k[u] <= kj;
+            for (int u = 0; u < UNROLL; ++u) c += rok[u] && rk[u] <= kj;
             c = __reduce_add_sync(FULL, c);
             if (lane == 0) {
-                long long d = dst + jc + prefix + run + c;
+                long long d = dst + (jc + prefix + run + c);
                 g.key[d] = kj; g.elab[d] = x.s_lab[e0 + jc];
                 g.ct[d] = x.s_ct[e0 + jc]; g.dt[d] = x.s_dt[e0 + jc];
             }
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            unsigned mk = __ballot_sync(FULL, r.ok[u]);
-            if (r.ok[u]) {
-                int up = k ? count_below(x.s_key, x.s_ct, e0, e0 + k, r.k[u], 0, true) : 0;
-                store_entry(g, dst + prefix + run + __popc(mk & lanes_below(lane)) + up, r, u);
+            unsigned mk = __ballot_sync(FULL, rok[u]);
+            if (rok[u]) {
+                int up = k ? count_below(x.s_key, x.s_ct, e0, e0 + k, rk[u], 0, true) : 0;
+                long long i = src + s0 + 32 * u + lane;
+                long long d = dst + (prefix + run + __popc(mk & lanes_below(lane)) + up);
+                long long c0 = g.ct[i], t1 = g.dt[i];
+                int el = g.elab[i];
+                g.key[d] = rk[u]; g.ct[d] = c0; g.dt[d] = t1; g.elab[d] = el;
             }
             run += __popc(mk);
         }
