@@ -39,13 +39,17 @@ def engine(backend: str, graph: GraphData, queries: list, mode: CountMode,  # ty
 def time_run(backend: str, graph: GraphData, queries: list, stream: UpdateBatch,  # type: ignore[type-arg]
              mode: CountMode, repeat: int, batch: int,
              stats: dict[str, int] | None = None,
-             started: Callable[[], None] | None = None) -> tuple[float, int, int]:
+             started: Callable[[], None] | None = None,
+             in_flight: int | None = None) -> tuple[float, int, int]:
     """Best seconds over ``repeat`` fresh engines, and the matches created / destroyed.
 
     Only update processing is timed; results are read in order once more than PIPELINE
     batches and IN_FLIGHT_UPDATES updates are in flight (DCSM inter-batch parallelism).
     ``stats`` gets the device pipeline's launches of the last run (0 without one);
     ``started`` is called as each run's timing starts (a profiler leaves set-up out).
+    ``in_flight``: instead, the same ``in_flight`` updates at most in flight whatever b
+    (one batch at least): the rule above gives b=4096 16-20k updates in flight and b=64
+    8k, so this one compares batch sizes alone.
     """
     best, pos, neg = float("inf"), 0, 0
     for _ in range(repeat):
@@ -59,7 +63,8 @@ def time_run(backend: str, graph: GraphData, queries: list, stream: UpdateBatch,
         for chunk in iter_chunks(stream, batch):
             window.append(eng.submit(chunk))
             flying += len(chunk)
-            while len(window) > PIPELINE and flying > IN_FLIGHT_UPDATES:
+            while (len(window) > 1 and flying > in_flight if in_flight is not None
+                   else len(window) > PIPELINE and flying > IN_FLIGHT_UPDATES):
                 p = window.popleft()
                 r = p.result()
                 flying -= len(p.batch)

@@ -2,13 +2,16 @@
 executor") and, with --plots DIR, the two PNG curves.
 
     python bench/gpu_bench.py [--yeast DIR] [--enron DIR] [--plots docs]
-        [--sections yeast,batch,breakdown,updater,pipeline,enron,latency]
+        [--sections yeast,batch,batch-equal,breakdown,updater,pipeline,enron,latency]
 
 * yeast: the 20 Yeast insertion and deletion runs (embeddings), each query on a fresh
   engine, whole stream per run, GPU against the CPU executor on the same machine and
   against RapidFlow's 0.75 s;
 * batch: throughput against the updater batch size b on a generated power-law stream
   (45% of the edges inserted, 5% deleted);
+* batch-equal: the same sweep with ``--in-flight`` updates in flight at every b (the
+  batch section keeps at least 4 batches and 8,192 updates in flight, which gives b=4096
+  twice the updates in flight of b=64);
 * breakdown: where one batch's time goes on the host-updater path, phase by phase;
 * updater: the device graph updater against the host updater, per batch size;
 * pipeline: where one batch's time goes on the device pipeline (host submit, device step,
@@ -124,17 +127,22 @@ def _window(edges: int, window: int):  # type: ignore[no-untyped-def]
     return ds, [q for _, q in ds.queries], ds.stream.slice(0, window)
 
 
-def batch_sweep(edges: int, windows: list[int], plots: Path | None) -> list[str]:
+def batch_sweep(edges: int, windows: list[int], plots: Path | None,
+                in_flight: int | None = None) -> list[str]:
     """Throughput against b over the first ``windows[i]`` updates of the stream: the short
     window has the pipeline's ramp (its first launches carry one batch each, later ones
-    gather what arrives while two run), the long one is closer to a steady stream."""
+    gather what arrives while two run), the long one is closer to a steady stream.
+    ``in_flight``: every b keeps the same updates in flight (``time_run``)."""
     cfg, ds = _big_dataset(edges)
     rows = [f"Generated: `GenConfig(vertices={cfg.vertices:,}, edges={cfg.edges:,}, labels="
             f"{cfg.labels}, queries={cfg.queries}, query sizes {cfg.min_query}-"
             f"{cfg.max_query}, insert_ratio=0.45, delete_ratio=0.05, seed=7)`; the first "
             f"{' and the first '.join(f'{w:,}' for w in windows)} updates of the stream, all "
-            f"queries standing, embeddings mode; batches of b submitted with up to "
-            f"{IN_FLIGHT_UPDATES:,} updates (at least {PIPELINE} batches) in flight; best of 3 "
+            "queries standing, embeddings mode; batches of b submitted with "
+            + (f"up to {IN_FLIGHT_UPDATES:,} updates (at least {PIPELINE} batches) in flight"
+               if in_flight is None else
+               f"{in_flight:,} updates in flight whatever b (one batch at least)")
+            + "; best of 3 "
             "fresh engines (a single run at b=8 varied by 2x on one instance). "
             "Launches: device pipeline launches (batches submitted while it is busy share one).",
             "", "| updates | b | seconds | updates/s | matches (+/-) | share of b=4096 | launches |",
@@ -146,7 +154,8 @@ def batch_sweep(edges: int, windows: list[int], plots: Path | None) -> list[str]
         res = []
         for b in (1, 8, 64, 512, 4096):
             st: dict[str, int] = {}
-            t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 3, b, st)
+            t, p, n = time_run(BACKEND, ds.initial, qs, stream, CountMode.EMBEDDINGS, 3, b, st,
+                               in_flight=in_flight)
             res.append((b, t, p, n, st.get("launches", 0)))
             print(window, b, t, p, n, st, flush=True)
         top = len(stream) / res[-1][1]
@@ -167,7 +176,8 @@ def batch_sweep(edges: int, windows: list[int], plots: Path | None) -> list[str]
         ax.set_title("GPU throughput vs batch size")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(plots / "gpu_batch_size.png", dpi=120)
+        fig.savefig(plots / ("gpu_batch_size.png" if in_flight is None
+                             else "gpu_batch_size_equal.png"), dpi=120)
     return rows
 
 
@@ -442,6 +452,8 @@ def main() -> None:
     ap.add_argument("--latency-updates", type=int, default=20_000)
     ap.add_argument("--batch-windows", default=None,
                     help="the batch sweep's stream lengths, comma-separated (default: --window)")
+    ap.add_argument("--in-flight", type=int, default=16_384,
+                    help="batch-equal: the updates in flight at every b")
     ap.add_argument("--plots", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args()
@@ -462,6 +474,11 @@ def main() -> None:
         lines += ["", "### Throughput against the updater batch size b", ""]
         windows = [int(x) for x in (args.batch_windows or str(args.window)).split(",")]
         lines += batch_sweep(args.edges, windows, args.plots)
+    if "batch-equal" in secs:
+        lines += ["", f"### Throughput against b, {args.in_flight:,} updates in flight for "
+                  "every b", ""]
+        windows = [int(x) for x in (args.batch_windows or str(args.window)).split(",")]
+        lines += batch_sweep(args.edges, windows, args.plots, args.in_flight)
     pipe = ["## GPU pipeline (device-resident updates)", "",
             f"Command: `python bench/gpu_bench.py --sections {args.sections} --window "
             f"{args.window}`  ", f"Machine: {_device()}  ", f"Date: {time.strftime('%Y-%m-%d')}"]
@@ -487,7 +504,7 @@ def main() -> None:
             lines += ["", f"### Response time against the update rate (queries of 3-{mq} "
                       "vertices)", ""]
             lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots, mq)
-    if {"yeast", "batch", "latency"} & set(secs):
+    if {"yeast", "batch", "batch-equal", "latency"} & set(secs):
         write_section(args.out, BEGIN, END, lines)
     if {"breakdown", "updater"} & set(secs):
         write_section(args.out, PIPE_BEGIN, PIPE_END, pipe)
