@@ -334,9 +334,10 @@ def count_triangle(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, lof
     they are read. No candidate buffer, no stack: on the Enron triangle a unit cost
     ``run_plan`` and ``_prepare`` more than its intersection. Neither root can be a
     candidate (no vertex is its own neighbour), and at one tick a neighbour has at most
-    one visible entry."""
-    if not root_ok(a, b, el, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key):
-        return 0
+    one visible entry. No ``root_ok``: a unit's root passed ``live_pairs`` (end labels,
+    root edge label, level-1 symmetry), and the label filters and the degree bound only
+    prune what an empty label range below prunes from the same loads (Enron q0: the
+    second test was 5% of a run)."""
     lab = pl[p, F_LABEL, 2]
     off = pl[p, F_NBOFF, 2]
     j0 = 0 if nb_level[off] == 0 else 1   # the list of root a
