@@ -387,7 +387,12 @@ class Engine:
         raw = ops.raw
         counts, sub, tally = result_columns(raw, ops.status, ops.op, ei, flat, p.scale[0],
                                             p.scale[1])
-        return BatchResult(ops=ops, seq=p.batch.seq[raw], sub=sub, request_op=p.batch.op[raw],
+        # a row a raw update (no vertex deletion expanded): raw is 0..n-1, and the batch's
+        # own columns serve, as on the device pipeline (two gathers of 18k rows took
+        # 0.1-0.2 ms of an Enron one-batch run)
+        whole = len(raw) == len(p.batch)
+        return BatchResult(ops=ops, seq=p.batch.seq if whole else p.batch.seq[raw], sub=sub,
+                           request_op=p.batch.op if whole else p.batch.op[raw],
                            query_ids=qids, counts=counts,
                            listings=listings, stats=_stats(p, tally, t2, io))
 
