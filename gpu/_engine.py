@@ -413,7 +413,7 @@ class Engine:
         lo, hi, caps = ps.query_lo, ps.query_hi, self._standing.caps
         if cols is not None:
             lo, hi, caps = lo[cols], hi[cols], caps[cols]
-        return edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], lo, hi, caps)
+        return edge_tasks(ops.a, ops.b, ops.label, ops.tick, ei, lo, hi, caps)
 
     def _listings(self, ops: OpTable, ei: npt.NDArray[np.int64], qids: tuple[int, ...],
                   specs: dict[int, QuerySpec], out: MatchOutput) -> dict[int, Listing]:

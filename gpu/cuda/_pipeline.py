@@ -882,7 +882,7 @@ class DevicePipeline:
         plans = self._plans
         assert plans is not None
         ei = ops.applied_edges()
-        tasks = edge_tasks(ops.a[ei], ops.b[ei], ops.label[ei], ops.tick[ei], plans.query_lo,
+        tasks = edge_tasks(ops.a, ops.b, ops.label, ops.tick, ei, plans.query_lo,
                            plans.query_hi, np.full(self._nq, -1, np.int64))
         self.ex._installed = self.stream.record()
         out = self.ex.submit(self.view, plans, tasks).wait()  # type: ignore[arg-type]
