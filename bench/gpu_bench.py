@@ -62,7 +62,33 @@ def _device() -> str:
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     return (f"{name} ({props['multiProcessorCount']} SMs), CuPy {cupy.__version__}, "
-            f"{os.cpu_count()} CPU cores, Python {platform.python_version()}")
+            f"{os.cpu_count()} CPU cores ({_cpu_model()}; {_call_ns():.0f} ns a Python "
+            f"call), Python {platform.python_version()}")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU model unknown"
+
+
+def _call_ns(calls: int = 200_000) -> float:
+    """Nanoseconds a loop step calling a small Python function, best of 5: the small-b figures
+    follow the host's speed (two H200 instances differed 2x at b=8 with the same code),
+    so the page names it beside each run."""
+    def f(x: int) -> int:
+        return x + 1
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for i in range(calls):
+            f(i)
+        best = min(best, time.perf_counter() - t)
+    return best / calls * 1e9
 
 
 def yeast(d: Path, repeat: int) -> list[str]:
