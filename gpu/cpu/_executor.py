@@ -75,8 +75,9 @@ class CpuExecutor:
         if plans.weighted:
             unit_counts *= plans.weight[plan]
         counts = task_sums(n, owner, u.start, unit_counts)
-        if u.div is not None:
-            counts //= u.div   # exact: |Aut| x the conditioned plans' count
+        if u.div is not None:   # exact: |Aut| x the conditioned plans' count; most
+            nz = np.flatnonzero(counts)   # tasks count 0, and a division a task took
+            counts[nz] //= u.div[nz]      # 78 us of Enron q3's 18k
         if int(tasks.cap.max()) <= 0:   # counts only (caps of -1, or 0): nothing to list
             return _counted(counts)
         listed = np.where(tasks.cap >= 0, np.minimum(counts, np.maximum(tasks.cap, 0)), 0)
@@ -155,11 +156,25 @@ def _counting_tasks(plans: PlanSet, tasks: MatchTasks) -> tuple[MatchTasks, npt.
     """``tasks`` where each one over all of its query's plans takes the query's count
     plans (``PlanSet.count_lo``) instead, and the divisor of each task's weighted sum.
     A task over part of them (the static count's plan 0) keeps its own."""
-    full = (tasks.plan_hi > tasks.plan_lo) & (plans.count_for[tasks.plan_lo] == tasks.plan_hi)
-    lo = np.where(full, plans.count_lo[tasks.plan_lo], tasks.plan_lo).astype(np.int32)
-    hi = np.where(full, plans.count_hi[tasks.plan_lo], tasks.plan_hi).astype(np.int32)
-    div = np.where(full, plans.count_div[tasks.plan_lo], 1)
+    lo, hi, div = _count_plans(tasks.plan_lo, tasks.plan_hi, plans.count_for,
+                               plans.count_lo, plans.count_hi, plans.count_div)
     return replace(tasks, plan_lo=lo, plan_hi=hi), div
+
+
+@nb.njit(cache=True, nogil=True)
+def _count_plans(plan_lo, plan_hi, count_for, count_lo, count_hi, count_div):  # type: ignore[no-untyped-def]
+    """``_counting_tasks``' plan ranges and divisors in one pass (ten numpy calls over the
+    tasks took 0.33 ms of Enron q3's 18k, on the set-up beside the merge)."""
+    n = len(plan_lo)
+    lo, hi = np.empty(n, np.int32), np.empty(n, np.int32)
+    div = np.empty(n, np.int64)
+    for i in range(n):
+        p, q = plan_lo[i], plan_hi[i]
+        if q > p and count_for[p] == q:
+            lo[i], hi[i], div[i] = count_lo[p], count_hi[p], count_div[p]
+        else:
+            lo[i], hi[i], div[i] = p, q, 1
+    return lo, hi, div
 
 
 def _sets_nv(units: int, nv: int) -> int:
