@@ -7,7 +7,8 @@
 #   scripts/gpu-check.sh tests-b   every other test of tests/gpu marked gpu (about 7 min; the
 #                                  Yeast parity case needs .local-data/yeast, carried)
 #   scripts/gpu-check.sh bench     the device-graph benchmarks: pipeline, Enron, Yeast,
-#                                  throughput against b, response time (docs/benchmarks.md)
+#                                  throughput against b (both in-flight rules), response
+#                                  time (docs/benchmarks.md), the hand-off probe (ring.log)
 #   scripts/gpu-check.sh service   the gpu-marked tests outside tests/gpu (the service end to
 #                                  end on the gpu backend: REST and Kafka in, deltas out,
 #                                  against the CPU engine); needs the wheels that
@@ -40,8 +41,9 @@ case "${1:-}" in
   bench)
     CSM_BENCH_DEVICE_GRAPH=1 python bench/gpu_bench.py --repeat 2 --window 20000 \
         --batch-windows 20000,100000 \
-        --sections pipeline,enron,yeast,batch,latency > "$out/bench.log" 2>&1
+        --sections pipeline,enron,yeast,batch,batch-equal,latency > "$out/bench.log" 2>&1
     rc=$?
+    python bench/ring_probe.py 20000 > "$out/ring.log" 2>&1 || rc=1
     cp docs/benchmarks.md "$out/" ;;
   ab)
     export CSM_BENCH_DEVICE_GRAPH=1 ENRON=$PWD/.local-data/enron-labeled
