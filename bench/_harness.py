@@ -4,6 +4,7 @@ marked section of docs/benchmarks.md."""
 from __future__ import annotations
 
 import os
+import platform
 import time
 from collections import deque
 from collections.abc import Callable
@@ -77,6 +78,17 @@ def time_run(backend: str, graph: GraphData, queries: list, stream: UpdateBatch,
             pipe = getattr(eng.executor, "_pipeline", None)
             stats["launches"] = pipe.launches if pipe is not None else 0
     return best, pos, neg
+
+
+def cpu_model() -> str:
+    """The host CPU's model name (``/proc/cpuinfo``; elsewhere what platform knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def launch_cap_from_env() -> None:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import time_run, write_section  # noqa: E402
+from _harness import cpu_model, time_run, write_section  # noqa: E402
 
 from gpu import CountMode  # noqa: E402
 from gpu._engine import warm_up  # noqa: E402
@@ -48,16 +48,8 @@ BATCHES = (0, 64)   # 0: the whole stream as one batch
 
 
 def _machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import numba
-    return (f"{cpu}, {os.cpu_count()} cores, numba {numba.__version__} with "
+    return (f"{cpu_model()}, {os.cpu_count()} cores, numba {numba.__version__} with "
             f"{numba.get_num_threads()} threads, Python {platform.python_version()}; "
             f"dependent loads over 8 MiB {_load_latency_ns():.0f} ns")
 

@@ -24,6 +24,7 @@ executor") and, with --plots DIR, the two PNG curves.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import sys
@@ -36,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _harness import IN_FLIGHT_UPDATES, PIPELINE, engine, time_run, write_section  # noqa: E402
+from _harness import (IN_FLIGHT_UPDATES, PIPELINE, cpu_model, engine, time_run,  # noqa: E402
+                      write_section)
 
 from gpu import CountMode, Engine, QuerySpec, UpdateBatch, warm_up  # noqa: E402
 from streams import (  # noqa: E402
@@ -55,25 +57,17 @@ PIPE_BEGIN, PIPE_END = "<!-- gpu-pipeline:begin -->", "<!-- gpu-pipeline:end -->
 DEV_BEGIN, DEV_END = "<!-- gpu-device-pipeline:begin -->", "<!-- gpu-device-pipeline:end -->"
 
 
+@functools.cache
 def _device() -> str:
+    """The machine line of each section (once a run: it times the host)."""
     if BACKEND != "gpu":
         return f"CPU smoke test ({os.cpu_count()} cores)"
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     return (f"{name} ({props['multiProcessorCount']} SMs), CuPy {cupy.__version__}, "
-            f"{os.cpu_count()} CPU cores ({_cpu_model()}; {_call_ns():.0f} ns a Python "
+            f"{os.cpu_count()} CPU cores ({cpu_model()}; {_call_ns():.0f} ns a Python "
             f"call), Python {platform.python_version()}")
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "CPU model unknown"
 
 
 def _call_ns(calls: int = 200_000) -> float:
@@ -496,14 +490,13 @@ def main() -> None:
                   "Each query on a fresh engine, the whole stream as one batch, minimum of "
                   f"{args.repeat} runs; update processing only (`Engine.apply`).", ""]
         lines += yeast(args.yeast, args.repeat)
+    windows = [int(x) for x in (args.batch_windows or str(args.window)).split(",")]
     if "batch" in secs:
         lines += ["", "### Throughput against the updater batch size b", ""]
-        windows = [int(x) for x in (args.batch_windows or str(args.window)).split(",")]
         lines += batch_sweep(args.edges, windows, args.plots)
     if "batch-equal" in secs:
         lines += ["", f"### Throughput against b, {args.in_flight:,} updates in flight for "
                   "every b", ""]
-        windows = [int(x) for x in (args.batch_windows or str(args.window)).split(",")]
         lines += batch_sweep(args.edges, windows, args.plots, args.in_flight)
     pipe = ["## GPU pipeline (device-resident updates)", "",
             f"Command: `python bench/gpu_bench.py --sections {args.sections} --window "

@@ -327,7 +327,7 @@ def _is_triangle(p, pl, nb_level):  # type: ignore[no-untyped-def]
 
 
 @leaf
-def count_triangle(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
+def count_triangle(a, b, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
                    elab, ct, dt):  # type: ignore[no-untyped-def]
     """``run_plan``'s count of a plan for which ``_is_triangle`` holds: the two roots'
     label ranges, narrowed by the last level's symmetry masks, intersected and counted as
@@ -649,7 +649,7 @@ def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_l
         c = 0
         for p in range(t_plo[i], t_phi[i]):
             if _is_triangle(p, pl, nb_level):
-                c += count_triangle(t_a[i], t_b[i], t_el[i], t_k[i], p, pl, nb_level, nb_label,
+                c += count_triangle(t_a[i], t_b[i], t_k[i], p, pl, nb_level, nb_label,
                                     seg_off, seg_len, loff, vlabel, key, elab, ct, dt)
                 continue
             q = _cheaper_side(t_a[i], t_b[i], p, pl, nb_level, seg_off, seg_len, loff, key)
