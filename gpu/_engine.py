@@ -26,6 +26,7 @@ from ._executor import (
     edge_tasks,
 )
 from ._host_memory import keep_freed_memory
+from ._records import positional
 from ._result_columns import result_columns
 from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp
@@ -402,9 +403,9 @@ class Engine:
         r = cast("BatchTicket", p.ticket).wait()
         p.ops, p.ei = r.ops, r.applied
         p.ntasks = len(p.ei) * len(p.qids)
-        # positional: keywords were a microsecond of a small batch's host time
-        return BatchResult(r.ops, p.batch.seq, r.sub, p.batch.op, p.qids, r.counts, {},
-                           _stats(p, r.tally, time.perf_counter()))
+        # positional, without the frozen setattr (gpu/_records.py)
+        return _batch_result(r.ops, p.batch.seq, r.sub, p.batch.op, p.qids, r.counts, {},
+                             _stats(p, r.tally, time.perf_counter()))
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
                     cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
@@ -474,6 +475,10 @@ class PendingBatch:
         return self._result
 
 
+_batch_result = positional(BatchResult)
+_batch_stats = positional(BatchStats)
+
+
 def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
            io: IoStats | None = None) -> BatchStats:
     """A finished batch's stats: its tally (applied, ignored, rejected, created, destroyed;
@@ -482,10 +487,10 @@ def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
     assert p.ei is not None
     a, i, r, pos, neg = tally if isinstance(tally, list) else tally.tolist()
     if io is None:
-        return BatchStats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
-                          p.ntasks)
-    return BatchStats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
-                      p.ntasks, io.host_bytes, io.cache_hits, io.cache_misses)
+        return _batch_stats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0,
+                            t2 - p.t1, p.ntasks, 0, 0, 0)
+    return _batch_stats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
+                        p.ntasks, io.host_bytes, io.cache_hits, io.cache_misses)
 
 
 def _empty_ops(n: int = 0) -> OpTable:

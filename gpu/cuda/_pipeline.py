@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._executor import edge_tasks
+from .._records import positional
 from .._result_columns import result_columns
 from .._types import UpdateBatch, UpdateOp
 from ..exceptions import BackendError
@@ -903,6 +904,9 @@ class DevicePipeline:
             self._launch(later)
 
 
+_op_table = positional(OpTable)
+
+
 def _launch_columns(r: Region, row0: int, bounds: npt.NDArray[np.int64]) -> list[BatchColumns]:
     """The results of batches in rows ``row0 + bounds[t] ..< row0 + bounds[t + 1]`` of
     region ``r``: the region's columns themselves (views; raw and sub shared read-only),
@@ -910,17 +914,18 @@ def _launch_columns(r: Region, row0: int, bounds: npt.NDArray[np.int64]) -> list
     ei, rows = finish_launch(r.op, r.status, r.counts, row0, bounds)
     op, a, b, src, dst, label, tick = r.op, r.a, r.b, r.src, r.dst, r.label, r.tick
     status, reason, counts = r.status, r.reason, r.counts
+    table = _op_table
     out = []
     for lo, hi, e0, e1, *tally in rows.tolist():
         n = hi - lo
         if n == r.rows:   # the whole region: its columns as they are
-            out.append(BatchColumns(OpTable(row_numbers(n), op, a, b, src, dst, label, tick,
-                                            status, reason), ei[:e1], counts, zero_subs(n),
+            out.append(BatchColumns(table(row_numbers(n), op, a, b, src, dst, label, tick,
+                                          status, reason), ei[:e1], counts, zero_subs(n),
                                     tally))
             continue
         out.append(BatchColumns(
-            OpTable(row_numbers(n), op[lo:hi], a[lo:hi], b[lo:hi], src[lo:hi], dst[lo:hi],
-                    label[lo:hi], tick[lo:hi], status[lo:hi], reason[lo:hi]),
+            table(row_numbers(n), op[lo:hi], a[lo:hi], b[lo:hi], src[lo:hi], dst[lo:hi],
+                  label[lo:hi], tick[lo:hi], status[lo:hi], reason[lo:hi]),
             ei[e0:e1], counts[lo:hi], zero_subs(n), tally))
     return out
 

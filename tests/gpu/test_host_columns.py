@@ -332,3 +332,26 @@ def test_the_pipelines_constants_equal_the_kernels() -> None:
     dnames = [w.strip() for w in dwords.group(1).replace("= 0", "").split(",") if w.strip()]
     for i, name in enumerate(dnames):
         assert getattr(p, name) == i, name
+
+
+def test_positional_records_equal_their_dataclass_and_stay_frozen() -> None:
+    """The hot path's constructors (gpu/_records.py) build what ``__init__`` builds."""
+    import dataclasses
+
+    import pytest
+
+    from gpu._records import positional
+    from gpu._results import BatchStats
+
+    make = positional(BatchStats)
+    got = make(*range(13))
+    assert got == BatchStats(*range(13))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.updates = 1  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    with pytest.raises(TypeError, match="slots"):
+        positional(NoSlots)
