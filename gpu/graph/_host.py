@@ -114,6 +114,9 @@ class HostGraph:
         #: and the pending edges kept across batches, whose ends' labels are not all read
         self._rel: npt.NDArray[np.bool_] | None = None
         self._store: Pending | None = None
+        #: a store made at load whose memory a batch's new store takes while it fits
+        #: (``_new_store``), when the graph's store does not use it
+        self._spare: Pending | None = None
         #: the alive edges' pairs and labels (an insertion's or deletion's existence check)
         self.edges = EdgeSet()
         #: deletions of edges no standing query reads, still in their versions: ends and
@@ -302,19 +305,28 @@ class HostGraph:
         if self.copy_on_write:
             return Pending(0)
         if self._rel is None:
-            return Pending(inserts)
+            return self._new_store(inserts)
         if self._too_many(int(self._dcount[0])):
             self.merge_deferred()   # the deletion log too has a bound
         st = self._store
         if st is None:
-            return Pending(inserts)   # the next batches carry it over, doubling
+            return self._new_store(inserts)   # the next batches carry it over, doubling
         self._finish_merge(st)   # one an exception stopped: before anything is carried
         if st.room >= inserts:
             return st
         if self._too_many(st.deferred):
             self.merge_deferred()
-            return Pending(inserts)
+            return self._new_store(inserts)
         return st.carried(inserts)
+
+    def _new_store(self, inserts: int) -> Pending:
+        """An empty store for ``inserts`` edges, in the spare's memory where it fits (the
+        graph's store, if any, holds nothing any more or is being replaced)."""
+        sp = self._spare
+        if sp is None or not sp.fits(inserts) or (
+                self._store is not None and self._store.backing is sp):
+            return Pending(inserts)
+        return Pending(inserts, within=sp)
 
     def _fit_labels(self) -> None:
         """Label offsets with one column per vertex label, recounted, where they can be
@@ -577,6 +589,9 @@ class HostGraph:
         self.meta[K.NEDGES] = len(lo)
         self.edges = EdgeSet.of((lo << 32) | hi, el)
         self._fit_labels()
+        if not self.copy_on_write:   # a batch of up to a quarter of the graph's edges (at
+            # most 2^18, some 26 MB) puts its insertions in memory already in place
+            self._spare = Pending(min(max(len(lo) // 4, 1 << 12), 1 << 18), touch=True)
         return LoadStats(vertices=nv, edges=len(lo), self_loops=int(loops.sum()),
                          duplicates=int((~loops).sum()) - len(lo))
 

@@ -40,22 +40,45 @@ _INF = INF_TICK
 
 class Pending:
     """Pending edges (room for ``edges``), their merged flags and their pair table (load
-    <= 1/2)."""
+    <= 1/2). ``within``: a store whose memory this one takes the front of (its pages in
+    memory already: a new store for Enron's 18,383 insertions took 0.15-1.1 ms here to
+    allocate and first touch; the table's reset, 30-90 us, only where an earlier one
+    wrote); ``touch``: its pages now (a graph's spare store, made at load)."""
 
-    def __init__(self, edges: int) -> None:
+    def __init__(self, edges: int, within: Pending | None = None, touch: bool = False) -> None:
         slots = 1 << max(1, (2 * edges).bit_length())
-        self.h_key = np.full(slots, _EMPTY, np.int64)
-        self.h_val = np.zeros(slots, np.int32)   # an edge index: below 2^31
-        self.pst = np.zeros(3, np.int64)
         m = 2 * edges
-        self.owner = np.zeros(m, np.int32)
-        self.key = np.zeros(m, np.int64)
-        self.elab = np.zeros(m, np.int32)
-        self.ct = np.zeros(m, np.int64)
-        self.dt = np.zeros(m, np.int64)
-        self.mrg = np.zeros(edges, np.uint8)
+        self.backing = within
+        if within is None:
+            self.h_key = np.full(slots, _EMPTY, np.int64)
+            self.h_val = np.zeros(slots, np.int32)   # an edge index: below 2^31
+            self.owner = np.zeros(m, np.int32)
+            self.key = np.zeros(m, np.int64)
+            self.elab = np.zeros(m, np.int32)
+            self.ct = np.zeros(m, np.int64)
+            self.dt = np.zeros(m, np.int64)
+            self.mrg = np.zeros(edges, np.uint8)
+            if touch:
+                for col in (self.h_val, self.owner, self.key, self.elab, self.ct, self.dt,
+                            self.mrg):
+                    col.fill(0)
+        else:   # what the loop reads before writing: the table and the merged flags
+            assert within.fits(edges)
+            self.h_key, self.h_val = within.h_key[:slots], within.h_val[:slots]
+            self.h_key[:min(within.dirty, slots)].fill(_EMPTY)   # what earlier ones wrote
+            within.dirty = max(within.dirty, slots)
+            self.owner, self.key, self.elab = within.owner[:m], within.key[:m], within.elab[:m]
+            self.ct, self.dt, self.mrg = within.ct[:m], within.dt[:m], within.mrg[:edges]
+            self.mrg.fill(0)
+        self.pst = np.zeros(3, np.int64)
+        #: slots of the table that stores within this one may have written (the front)
+        self.dirty = 0
         #: a merge an exception stopped: its grouped entries and where to go on
         self.inflight: tuple[npt.NDArray[np.int64], int] | None = None
+
+    def fits(self, edges: int) -> bool:
+        """Whether a store for ``edges`` can take the front of this one's memory."""
+        return len(self.mrg) >= edges and len(self.h_key) >= 1 << max(1, (2 * edges).bit_length())
 
     def arrays(self) -> tuple[npt.NDArray[np.generic], ...]:
         """The arguments of ``apply_batch`` after its output columns."""

@@ -244,3 +244,39 @@ def test_pending_order_groups_by_owner_keeping_entry_order(n: int, nv: int) -> N
     sel = np.sort(rng.choice(3 * n, n, replace=False)).astype(np.int64)
     got = order_pending(owner, sel, nv)
     assert np.array_equal(got, sel[np.argsort(owner[sel], kind="stable")])
+
+
+@pytest.mark.parametrize("deferring", [False, True])
+def test_batches_in_the_spare_stores_memory_resolve_as_in_fresh_ones(deferring: bool) -> None:
+    """A batch's pending store takes the front of the graph's spare (made at load) while
+    it fits: batches of growing and shrinking sizes, re-inserts and deletes of pending
+    pairs, resolve exactly as with a new store each (the pair table of an earlier, larger
+    batch is reset where it was written); deferring, the graph's store holds the spare
+    across batches and a new store must not take it."""
+    rng = np.random.default_rng(21)
+    n, m = 60, 400
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    labels = rng.integers(0, 3, n).astype(np.int32)
+    graphs = []
+    for spare in (True, False):
+        g = HostGraph()
+        g.copy_on_write = False   # in place: the CPU's mode
+        g.load(np.arange(n), labels, src, dst, np.zeros(m, np.int32))
+        if deferring:
+            g.set_relevant_labels(frozenset({0, 1}))
+        if not spare:
+            g._spare = None
+        graphs.append(g)
+    assert graphs[0]._spare is not None
+    seq = 0
+    for size in (3000, 40, 900, 5, 2500, 1, 4000):
+        ops = rng.choice([UpdateOp.INSERT_EDGE, UpdateOp.DELETE_EDGE], size, p=[0.6, 0.4])
+        batch = UpdateBatch.build(np.arange(seq, seq + size), ops, rng.integers(0, n, size),
+                                  rng.integers(0, n, size), np.zeros(size, np.int32))
+        seq += size
+        got, want = (g.apply(batch) for g in graphs)
+        for name in ("status", "tick", "a", "b"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), (size, name)
+    assert graphs[0].num_edges == graphs[1].num_edges
+    for x, y in zip(*(host_versions(g) for g in graphs), strict=True):
+        assert np.array_equal(x, y)
