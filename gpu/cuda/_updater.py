@@ -57,7 +57,9 @@ def fault_error(blocks: int, timeout_s: float) -> BackendError:
     return BackendError(
         f"the device resolver's {blocks} blocks waited more than {timeout_s:g} s at a "
         "barrier: they cannot all run at once on this GPU (an MPS share or another "
-        "context holding SMs?); the device graph is in doubt and takes no more updates")
+        "context holding SMs?), or a pipelined launch waited that long for its result "
+        "region (the host failed between launching it and placing the region); the device "
+        "graph is in doubt and takes no more updates")
 
 
 class UpdaterStats:

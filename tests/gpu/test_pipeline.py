@@ -247,6 +247,28 @@ def test_a_batch_larger_than_a_launch_goes_in_parts_read_as_one(busy: int) -> No
     assert gpu.executor._pipeline.recoveries == 0   # type: ignore[attr-defined]
 
 
+def test_a_launch_whose_region_never_comes_fails_instead_of_hanging(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host places a launch's result region after launching its front, and apply_step
+    waits for it at the end of its resolve: a host that fails in between (here: places
+    nothing) leaves a launch that faults after the resolver's timeout, with a clear error
+    for it and every later batch, not a device that spins for ever."""
+    from gpu.cuda._pipeline import DevicePipeline
+    from gpu.exceptions import BackendError
+
+    gpu = Engine("gpu", options=ExecutorOptions(device_graph=True))
+    gpu.executor.graph.barrier_timeout = 0.2   # type: ignore[attr-defined]
+    gpu.register(QuerySpec(triangle(), CountMode.EMBEDDINGS))
+    stream = raw_stream(7, 300, 200, vertex_ops=0.0)
+    assert gpu.submit(stream.slice(0, 100)).result().stats.updates == 100
+    monkeypatch.setattr(DevicePipeline, "_place", lambda self, g: None)
+    lost = gpu.submit(stream.slice(100, 200))
+    with pytest.raises(BackendError, match="result region"):
+        lost.result()
+    with pytest.raises(BackendError, match="result region"):
+        gpu.submit(stream.slice(200, 300)).result()
+
+
 def test_a_resolver_grid_that_cannot_all_run_fails_instead_of_hanging() -> None:
     """More resolver blocks than the GPU holds at once (as under an MPS share smaller than
     the GPU): their barrier times out, and the batch, every later one and the host path

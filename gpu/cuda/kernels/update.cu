@@ -1928,9 +1928,11 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) apply_batch(
 // `dims` (device words), so the same graph serves every batch.
 
 // control block words; must equal gpu/cuda/_pipeline.py
+// C_RSEQ: the launch's sequence number again, written by the host after the region's three
+// words (it takes the region once the front is launched: apply_step waits for this word)
 enum { C_N = 0, C_HOLD, C_SEQ, C_CODE, C_RESUME, C_NOUT, C_NTASK, C_NPAIRS, C_NUNITS,
        C_TICK0, C_TICK1, C_MAXLEN, C_DONE, C_POOL0, C_POOL1, C_RBASE, C_RROWS, C_RROW0,
-       C_HDR = 24 };
+       C_RSEQ, C_HDR = 24 };
 // device words: match_step's unit counts and queue epoch, and the stall flag (a batch
 // that stopped on a full pool or output makes every later one skip, so none is resolved
 // out of order before the host has finished it); what a step hands the next without a
@@ -1947,12 +1949,37 @@ enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTA
 // lane_tick[l]: the tick before the last batch matched on lane l (match lanes run
 // concurrently, each on its own stream; this batch's lane has finished its previous one,
 // the others may still run theirs). The watermark keeps every entry their ticks can see.
+// The launch's result region into the front's words, for build_units and collect_step: the
+// host takes it after launching the front (a region cost its submit 10-150 us of Python) and
+// publishes it under the launch's number, C_RSEQ written after the three words; by the end
+// of the resolve it is there, so this costs two round trips to mapped memory. False (the
+// launch faults) if it has not come within the barriers' timeout.
+__device__ bool take_region(long long* ctrl, int* dims, long long seq, unsigned long long* gw) {
+    volatile long long* c = ctrl;
+    if (c[C_RSEQ] != seq) {
+        unsigned long long t0, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        while (c[C_RSEQ] != seq) {
+            __nanosleep(100);
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (gw[W_TIMEOUT] && now - t0 > gw[W_TIMEOUT]) return false;
+        }
+    }
+    __threadfence_system();   // the three words after the number that follows them
+    long long rb = c[C_RBASE], rrows = c[C_RROWS], rrow0 = c[C_RROW0];
+    dims[D_RB_LO] = (int)(rb & 0xffffffff);
+    dims[D_RB_HI] = (int)(rb >> 32);
+    dims[D_RROWS] = (int)rrows;
+    dims[D_RROW0] = (int)rrow0;
+    return true;
+}
+
 #define STEP_ARGS long long* ctrl, int* dims, int* in, long long in_cap, long long* lane_tick, \
     int lane, int lanes, APPLY_ARGS
 template <bool WHOLE>
 __device__ __forceinline__ void apply_step_body(STEP_ARGS) {
     __shared__ int skip;
-    __shared__ long long n, hold;
+    __shared__ long long n, hold, seq;
     __shared__ State s0;
     __shared__ Tail fin;
     int t = threadIdx.x;
@@ -1963,19 +1990,14 @@ __device__ __forceinline__ void apply_step_body(STEP_ARGS) {
     // the raw updates in one more round, and the results go back from registers.
     if (t == 0) {
         long long c_n = ctrl[C_N], c_hold = ctrl[C_HOLD], c_seq = ctrl[C_SEQ];
-        long long rb = 0, rrows = 0, rrow0 = 0;
-        if (blockIdx.x == 0) { rb = ctrl[C_RBASE]; rrows = ctrl[C_RROWS]; rrow0 = ctrl[C_RROW0]; }
         State m = blockIdx.x == 0 ? load_meta(meta) : State{};
         probe_after(gw, P_MAPPED, c_n + c_hold + c_seq + m.nv + m.tick + m.launch);
         if (blockIdx.x == 0) {
             dims[D_NOUT] = 0;   // (skipped: no rows)
             dims[D_SEQ_LO] = (int)(c_seq & 0xffffffff);
             dims[D_SEQ_HI] = (int)(c_seq >> 32);
-            dims[D_RB_LO] = (int)(rb & 0xffffffff);
-            dims[D_RB_HI] = (int)(rb >> 32);
-            dims[D_RROWS] = (int)rrows;
-            dims[D_RROW0] = (int)rrow0;
         }
+        seq = c_seq;
         skip = *(volatile int*)(dims + D_STALL);
         n = c_n;
         if (blockIdx.x == 0) {
@@ -2015,6 +2037,7 @@ __device__ __forceinline__ void apply_step_body(STEP_ARGS) {
     int code = resolve_grid<WHOLE>(0, 0, n, in, in + in_cap, in + 2 * in_cap, in + 3 * in_cap,
                                    hold, blocks, BUILD_TILES, &s0, &fin, APPLY_PASS);
     if (t == 0 && blockIdx.x == 0) {
+        if (!take_region(ctrl, dims, seq, gw)) code = FAULT;
         ctrl[C_CODE] = code; ctrl[C_RESUME] = fin.resume; ctrl[C_NOUT] = fin.n_out;
         ctrl[C_TICK0] = s0.tick; ctrl[C_TICK1] = fin.s.tick; ctrl[C_MAXLEN] = fin.s.maxlen;
         ctrl[C_POOL0] = s0.pool_used; ctrl[C_POOL1] = fin.s.pool_used;   // what it took
