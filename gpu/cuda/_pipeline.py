@@ -2,7 +2,8 @@
 
 The host interns the batch's ids (compiled, O(b)), writes the raw updates into the
 batch's control block (mapped pinned memory) and launches the graphs captured for that
-block (kernels/update.cu, kernels/match.cu):
+block (kernels/update.cu, kernels/match.cu); the launch's result region goes into the
+control block after its front is launched (apply_step waits for it at its end):
 
     on the updater's stream (high priority; batches resolve in order)
     apply_step    resolve the updates, build and publish new versions (watermark: the
