@@ -40,8 +40,8 @@ from ._edgeset import EdgeSet
 from ._idmap import IdMap
 from ._idmap import intern_bulk as _intern_bulk
 from ._labels import LABEL_COLUMNS, recount_all
-from ._merge import merge_pending, order_pending
-from ._pending import BASE, COUNT, DEFERRED, Pending, select_pending
+from ._merge import merge_pending, select_and_merge
+from ._pending import BASE, COUNT, DEFERRED, Pending
 
 __all__ = ["HostGraph", "LoadStats", "OpTable", "ranges"]
 
@@ -488,13 +488,15 @@ class HostGraph:
         pst = pend.pst
         lo, hi = (int(pst[BASE]) if keep else 0), int(pst[COUNT])
         rel = self._rel if keep and self._rel is not None else _NO_LABELS
-        sel, kept = select_pending(pend.owner, pend.key, pend.mrg, lo, hi, self.vlabel, rel,
-                                   keep)
+        idx, kept, r, code = select_and_merge(
+            lo, hi, self.vlabel, rel, keep, self.num_vertices, pend.owner, pend.key,
+            pend.elab, pend.ct, pend.dt, pend.mrg, self.meta, self.seg_off, self.seg_len,
+            self.seg_cap, self.seg_batch, self.loff, self.key, self.elab, self.ct, self.dt)
         pst[DEFERRED] = pst[DEFERRED] + kept if keep else 0
         pst[BASE] = hi
-        if len(sel):
-            pend.inflight = (order_pending(pend.owner, sel, self.num_vertices), 0)
-        self._finish_merge(pend)
+        if code != K.DONE:   # the pool is full: resumed where it stopped, after making room
+            pend.inflight = (idx, int(r))
+            self._finish_merge(pend)
 
     def _finish_merge(self, pend: Pending) -> None:
         """Merge the selected entries (flagged merged already), from where an exception

@@ -16,6 +16,7 @@ import numpy as np
 from .._jit import leaf
 from ._kernels import BATCH, DONE, GARBAGE, NEED_POOL, POOL_USED, WATERMARK, _copy_live
 from ._labels import add_group, recount
+from ._pending import select_pending
 from ._prefetch import prefetch
 
 # how many pending entries ahead the merge prefetches them, their vertex's row, then its
@@ -250,3 +251,22 @@ def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, se
                 add_group(v, idx, r, g1, p_key, loff)
         r = g1
     return r, DONE
+
+
+@nb.njit(cache=True, nogil=True)
+def select_and_merge(lo, hi, vlabel, rel, keep, nv, p_owner, p_key, p_elab, p_ct, p_dt, p_mrg,
+                     meta, seg_off, seg_len, seg_cap, seg_batch, loff, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """A batch's merge in one call: ``select_pending``, ``order_pending``, then
+    ``merge_pending`` from the start. Returns the ordered entries, how many stay
+    deferred, and where the merge stopped (DONE, or NEED_POOL and the position to resume
+    from: the caller resumes with ``merge_pending``). One call, not three with Python
+    between: the merge runs beside the tasks' set-up on another thread, and every return
+    to Python waited for that thread to let go of the interpreter (Enron q3: the selection
+    0.3 ms of its own, 1.1-1.2 ms of wall time beside the set-up)."""
+    sel, kept = select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep)
+    if len(sel) == 0:
+        return sel, kept, 0, DONE
+    idx = order_pending(p_owner, sel, nv)
+    r, code = merge_pending(0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, seg_len,
+                            seg_cap, seg_batch, loff, key, elab, ct, dt)
+    return idx, kept, r, code
