@@ -486,11 +486,10 @@ def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
     out-of-core traffic. Positional: a small batch's keywords cost a microsecond."""
     assert p.ei is not None
     a, i, r, pos, neg = tally if isinstance(tally, list) else tally.tolist()
-    if io is None:
-        return _batch_stats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0,
-                            t2 - p.t1, p.ntasks, 0, 0, 0)
+    hb, hits, misses = (0, 0, 0) if io is None else (io.host_bytes, io.cache_hits,
+                                                     io.cache_misses)
     return _batch_stats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
-                        p.ntasks, io.host_bytes, io.cache_hits, io.cache_misses)
+                        p.ntasks, hb, hits, misses)
 
 
 def _empty_ops(n: int = 0) -> OpTable:

@@ -46,7 +46,7 @@ class Pending:
     earlier one wrote); ``touch``: its pages now (a graph's spare store, made at load)."""
 
     def __init__(self, edges: int, within: Pending | None = None, touch: bool = False) -> None:
-        slots = 1 << max(1, (2 * edges).bit_length())
+        slots = _slots(edges)
         m = 2 * edges
         self.backing = within
         if within is None:
@@ -78,7 +78,7 @@ class Pending:
 
     def fits(self, edges: int) -> bool:
         """Whether a store for ``edges`` can take the front of this one's memory."""
-        return len(self.mrg) >= edges and len(self.h_key) >= 1 << max(1, (2 * edges).bit_length())
+        return len(self.mrg) >= edges and len(self.h_key) >= _slots(edges)
 
     def arrays(self) -> tuple[npt.NDArray[np.generic], ...]:
         """The arguments of ``apply_batch`` after its output columns."""
@@ -100,6 +100,11 @@ class Pending:
         new = Pending(2 * (self.deferred + edges))
         carry_deferred(*self.arrays(), *new.arrays())
         return new
+
+
+def _slots(edges: int) -> int:
+    """The pair table's size for ``edges`` pending edges (load at most 1/2)."""
+    return 1 << max(1, (2 * edges).bit_length())
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
