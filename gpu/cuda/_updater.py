@@ -29,7 +29,7 @@ from ..graph._host import HostGraph, LoadStats, OpTable, ranges, visible_edges
 from ..graph._idmap import IdMap, intern_bulk
 from ._device_graph import SEG_BITS, device_pointer, mapped_zeros
 from ._host_columns import stage_rows
-from .kernels import BUILD_TILES, LF_GMAX, TILE, cupy_or_raise, kernel, sm_count
+from .kernels import BUILD_TILES, COMPACT_RANGE, LF_GMAX, TILE, cupy_or_raise, kernel, sm_count
 
 __all__ = ["DeviceGraphView", "DeviceUpdater", "UpdaterStats"]
 
@@ -163,6 +163,8 @@ class DeviceUpdater:
         self.build_tiles = build_tiles
         self._compact = kernel("update", "compact_pool")
         self._compacted = kernel("update", "compact_done")
+        #: compact_pool's fill counter (compact_done reads it and sets it back to zero)
+        self._cwords = cp.zeros(1, cp.uint64)
         #: blocks of the parallel resolver: one per SM (its grid barriers need every block
         #: resident, and one block of TILE threads fills an SM's share it may take)
         self.grid = min(sm_count(), TILE)   # TILE at most: the blk scratch's sums (3 a block)
@@ -170,7 +172,6 @@ class DeviceUpdater:
         self.n_slots = 0
         self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
         self._meta_ptr = device_pointer(self.meta)
-        self._reclaimed = 0   # by host compactions (stream-ordered ones count in meta)
         self.compactions = 0
         #: the pool a stream-ordered compaction packs into (the one before the last such
         #: compaction, same capacity): two pools alternate, so captured launches for
@@ -274,7 +275,7 @@ class DeviceUpdater:
     @property
     def reclaimed(self) -> int:
         """Entries compaction has dropped so far."""
-        return self._reclaimed + int(self.meta[M_RECLAIMED])
+        return int(self.meta[M_RECLAIMED])
 
     @staticmethod
     def _regrow(cp: Any, old: Any, cap: int, dt: Any, fill: int = 0) -> Any:
@@ -534,24 +535,17 @@ class DeviceUpdater:
         cp = self.cp
         nv = int(self.meta[M_NV])
         with self.stream:
-            ln = self.len[:nv].astype(cp.int64)
-            new_off = cp.cumsum(ln) - ln
-            total = int(ln.sum().get()) if nv else 0
+            # what stays, at most
+            total = int(self.len[:nv].sum(dtype=cp.int64).get()) if nv else 0
             cap = self._pcap
             if grow and 2 * total > cap:
                 cap = 3 * total
             cap = max(cap, at_least)
             old = self.pool
             self._alloc_pool(max(cap, 16))
-            live = cp.zeros(1, cp.uint64)
-            if nv:
-                self._pack(nv, new_off, old, np.int64(self.meta[M_WATERMARK]), None, live)
-            kept = int(live.get()[0])
+            self._pack(nv, old, np.int64(self.meta[M_WATERMARK]), None)
+            self._compacted((1,), (1,), (self._meta_ptr, self._cwords))
         self.stream.synchronize()
-        before = int(self.meta[M_POOL_USED])
-        self.meta[M_POOL_USED] = total
-        self.meta[M_GARBAGE] = total - kept
-        self._reclaimed += before - total
         self.compactions += 1
 
     def compact_in_stream(self, capacity: int = 0) -> Any:
@@ -560,7 +554,6 @@ class DeviceUpdater:
         the old pool. Packs into the spare pool (or a new one of ``capacity`` entries, if
         larger); the resolver after it reads the new fill from meta. Returns an event
         after it."""
-        cp = self.cp
         cap = max(self._pcap, capacity)
         old = self.pool
         fresh = self._spare is None or len(self._spare[0]) != cap
@@ -570,16 +563,13 @@ class DeviceUpdater:
                 new = self._new_pool(cap)
             else:
                 new = self._spare
-            n = self._vcap   # vertices past meta's count have no entries
-            ln = self.len.astype(cp.int64)
-            ends = cp.cumsum(ln)
-            live = cp.zeros(1, cp.uint64)
             if fresh:   # allocated without a failure: launches captured for the other
                 if cap > self._pcap or self._pools > 1:   # flip would read a freed pool
                     self.generation += 1
                 self._pools = 1 if cap > self._pcap else 2
-            self._pack(n, ends - ln, old, np.int64(0), self._tiles["gw"][_W_WM:], live, new)
-            self._compacted((1,), (1,), (self._meta_ptr, ends[n - 1:], live))
+            # vertices past meta's count have no entries
+            self._pack(self._vcap, old, np.int64(0), self._tiles["gw"][_W_WM:], new)
+            self._compacted((1,), (1,), (self._meta_ptr, self._cwords))
             done = self.stream.record()
         self.pool = new
         self._spare = old if len(old[0]) == cap else None
@@ -588,15 +578,16 @@ class DeviceUpdater:
         self.compactions += 1
         return done
 
-    def _pack(self, nv: int, new_off: Any, old: tuple[Any, ...], watermark: np.int64,
-              wm_word: Any, live: Any, new: tuple[Any, ...] | None = None) -> None:
+    def _pack(self, nv: int, old: tuple[Any, ...], watermark: np.int64, wm_word: Any,
+              new: tuple[Any, ...] | None = None) -> None:
         """compact_pool: vertices 0..nv-1 from ``old`` into ``new`` (default: the current
-        pool) at ``new_off``; the watermark is ``wm_word``'s (a device word) if given."""
+        pool), its fill counted in ``_cwords`` (compact_done publishes it); the watermark
+        is ``wm_word``'s (a device word) if given."""
         new = new or self.pool
-        blocks = min(4096, (nv * 32 + 255) // 256)
-        self._compact((blocks,), (256,), (
-            np.int64(nv), new_off, *old, *new, self.off, self.len, self.cap, self.seg,
-            watermark, live, np.uint64(0) if wm_word is None else wm_word))
+        blocks = max(1, min(4096, (nv + COMPACT_RANGE - 1) // COMPACT_RANGE))
+        self._compact((blocks,), (COMPACT_RANGE,), (
+            np.int64(nv), *old, *new, self.off, self.len, self.cap, self.seg,
+            watermark, self._cwords, np.uint64(0) if wm_word is None else wm_word))
 
     # -- reads for checks -----------------------------------------------------------------
     def versions(self) -> list[npt.NDArray[np.int64]]:

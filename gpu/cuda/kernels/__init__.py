@@ -14,7 +14,7 @@ from typing import Any
 
 from ...exceptions import BackendError
 
-__all__ = ["BUILD_TILES", "LF_GMAX", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOCK",
+__all__ = ["BUILD_TILES", "COMPACT_RANGE", "LF_GMAX", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOCK",
            "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
 
 _DIR = Path(__file__).parent
@@ -28,6 +28,8 @@ BUILD_TILES = 32
 LF_GMAX = 32
 #: update.cu UPDATES_PER_BLOCK: a resolve of n updates takes one block per this many
 UPDATES_PER_BLOCK = 8
+#: update.cu COMPACT_RANGE: compact_pool's threads a block (and vertices a range)
+COMPACT_RANGE = 256
 #: match.cu WARPS_PER_BLOCK
 WARPS_PER_BLOCK = 4
 #: match.cu's counter words: next unit, queue head / tail, pushed, done, finished,

@@ -2288,52 +2288,143 @@ extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
         ctrl[C_DONE] = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
 }
 
-// Compaction (nothing in flight): copy every vertex's live entries (dt > watermark) into a
-// fresh pool at new_off (an exclusive prefix sum of the current lengths), one warp per
-// vertex, and publish the new words. The old pool is freed by the caller afterwards, or
-// kept as the next compaction's target. With `wm_word` (not null) the watermark is the one
-// the last resolve used (a compaction in stream order after every match lane's work: the
-// pipeline's), from its copy in device memory (the grid's W_WM; meta is mapped host
-// memory, and a read per block would cross PCIe thousands of times). A version keeps only
-// its live entries as capacity: the rest of its old length is dead space until the next
-// compaction (counted as garbage once, by compact_done).
-extern "C" __global__ void compact_pool(
-    long long nv, const long long* new_off,
-    const long long* key, const int* elab, const long long* ct, const long long* dt,
-    long long* nkey, int* nelab, long long* nct, long long* ndt,
+// Compaction (nothing in flight): every vertex's live entries (dt > watermark) into a fresh
+// pool, and the new words. The old pool is freed by the caller afterwards, or kept as the
+// next compaction's target. With `wm_word` (not null) the watermark is the one the last
+// resolve used (a compaction in stream order after every match lane's work: the
+// pipeline's), from its copy in device memory (the grid's W_WM; meta is mapped host memory,
+// and a read per block would cross PCIe thousands of times).
+// A block takes COMPACT_RANGE vertices at a time: it counts their live entries (a thread a
+// vertex of up to COMPACT_SMALL entries, a warp a larger one), claims room for all of them
+// with one atomic on words[0] (the pool's new fill), and copies. So the new pool holds no
+// dead space and the kernel needs no prefix sum from the host: one launch, where the lengths'
+// prefix sums, an atomic a vertex on one word and a warp walking each vertex one chunk at a
+// time took 0.3 ms of device time and 0.4-1 ms of the host's Python (Enron-sized pools).
+#define COMPACT_RANGE 256
+#define COMPACT_SMALL 16
+#define COMPACT_UNROLL 8
+// A warp's count of vertex (src, n)'s live entries, COMPACT_UNROLL chunks a round.
+__device__ __forceinline__ int live_in(const long long* __restrict__ dt, long long src,
+                                       long long n, long long watermark, int lane) {
+    int m = 0;
+    for (long long c = 0; c < n; c += 32 * COMPACT_UNROLL) {
+        long long d_t[COMPACT_UNROLL];
+#pragma unroll
+        for (int j = 0; j < COMPACT_UNROLL; ++j) {
+            long long i = c + 32 * j + lane;
+            d_t[j] = i < n ? dt[src + i] : watermark;
+        }
+#pragma unroll
+        for (int j = 0; j < COMPACT_UNROLL; ++j) m += __popc(__ballot_sync(FULL, d_t[j] > watermark));
+    }
+    return m;
+}
+
+extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
+    long long nv,
+    const long long* __restrict__ key, const int* __restrict__ elab,
+    const long long* __restrict__ ct, const long long* __restrict__ dt,
+    long long* __restrict__ nkey, int* __restrict__ nelab, long long* __restrict__ nct,
+    long long* __restrict__ ndt,
     long long* off, int* len, int* cap, long long* seg, long long watermark,
-    unsigned long long* live, const long long* wm_word) {
+    unsigned long long* words, const long long* wm_word) {
+    __shared__ long long s_src[COMPACT_RANGE], s_dst[COMPACT_RANGE];
+    __shared__ int s_n[COMPACT_RANGE], s_live[COMPACT_RANGE], s_big[COMPACT_RANGE];
+    __shared__ int s_warp[COMPACT_RANGE / 32], s_nbig;
+    __shared__ unsigned long long s_base;
     if (wm_word != nullptr) watermark = *wm_word;
-    int lane = threadIdx.x & 31;
-    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long v = warp; v < nv; v += warps) {
-        long long src = off[v], n = len[v], dst = new_off[v], m = 0;
-        for (long long c = 0; c < n; c += 32) {
-            long long i = c + lane;
-            bool ok = i < n && dt[src + i] > watermark;
-            unsigned mk = __ballot_sync(FULL, ok);
-            if (ok) {
-                long long d = dst + m + __popc(mk & lanes_below(lane));
-                nkey[d] = key[src + i]; nelab[d] = elab[src + i];
-                nct[d] = ct[src + i]; ndt[d] = dt[src + i];
+    int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    for (long long r0 = (long long)blockIdx.x * COMPACT_RANGE; r0 < nv;
+         r0 += (long long)gridDim.x * COMPACT_RANGE) {
+        long long v = r0 + t, src = 0;
+        int n = 0, m = 0;
+        if (v < nv) { src = off[v]; n = len[v]; }
+        s_src[t] = src; s_n[t] = n;
+        if (t == 0) s_nbig = 0;
+        __syncthreads();
+        if (n <= COMPACT_SMALL) {
+            for (int i = 0; i < n; ++i) m += dt[src + i] > watermark;
+        } else {
+            s_big[atomicAdd(&s_nbig, 1)] = t;
+        }
+        s_live[t] = m;
+        __syncthreads();
+        int nbig = s_nbig;
+        for (int k = w; k < nbig; k += COMPACT_RANGE / 32) {
+            int b = s_big[k];
+            int bm = live_in(dt, s_src[b], s_n[b], watermark, lane);
+            if (lane == 0) s_live[b] = bm;
+        }
+        __syncthreads();
+        m = s_live[t];   // the block's exclusive prefix sum of the live counts
+        int x = m;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            int y = __shfl_up_sync(FULL, x, d);
+            if (lane >= d) x += y;
+        }
+        if (lane == 31) s_warp[w] = x;
+        __syncthreads();
+        int before = 0, total = 0;
+#pragma unroll
+        for (int k = 0; k < COMPACT_RANGE / 32; ++k) {
+            before += k < w ? s_warp[k] : 0;
+            total += s_warp[k];
+        }
+        if (t == 0) s_base = total ? atomicAdd(words, (unsigned long long)total) : 0;
+        __syncthreads();
+        long long dst = (long long)s_base + before + x - m;
+        s_dst[t] = dst;
+        if (n <= COMPACT_SMALL) {
+            long long d = dst;
+            for (int i = 0; i < n; ++i) {
+                long long x_t = dt[src + i];
+                if (x_t > watermark) {
+                    nkey[d] = key[src + i]; nelab[d] = elab[src + i];
+                    nct[d] = ct[src + i]; ndt[d] = x_t;
+                    ++d;
+                }
             }
-            m += __popc(mk);
         }
-        if (lane == 0) {
-            off[v] = dst; len[v] = (int)m; cap[v] = (int)m;
+        if (v < nv) {
+            off[v] = dst; len[v] = m; cap[v] = m;
             seg[v] = (dst << SEG_BITS) | m;
-            atomicAdd(live, (unsigned long long)m);
         }
+        __syncthreads();
+        for (int k = w; k < nbig; k += COMPACT_RANGE / 32) {
+            int b = s_big[k];
+            long long bsrc = s_src[b], bn = s_n[b], bd = s_dst[b], bm = 0;
+            for (long long c = 0; c < bn; c += 32 * COMPACT_UNROLL) {
+                long long d_t[COMPACT_UNROLL];
+#pragma unroll
+                for (int j = 0; j < COMPACT_UNROLL; ++j) {
+                    long long i = c + 32 * j + lane;
+                    d_t[j] = i < bn ? dt[bsrc + i] : watermark;
+                }
+#pragma unroll
+                for (int j = 0; j < COMPACT_UNROLL; ++j) {
+                    long long i = c + 32 * j + lane;
+                    bool ok = d_t[j] > watermark;
+                    unsigned mk = __ballot_sync(FULL, ok);
+                    if (ok) {
+                        long long d = bd + bm + __popc(mk & lanes_below(lane));
+                        nkey[d] = key[bsrc + i]; nelab[d] = elab[bsrc + i];
+                        nct[d] = ct[bsrc + i]; ndt[d] = d_t[j];
+                    }
+                    bm += __popc(mk);
+                }
+            }
+        }
+        __syncthreads();   // the range's shared words are the next range's
     }
 }
 
-// After a compaction in stream order: the pool's new fill (the sum of the old lengths,
-// `total`), what of it is dead, and what was freed (meta words the host reads).
-extern "C" __global__ void compact_done(long long* meta, const long long* total,
-                                        const unsigned long long* live) {
-    long long before = meta[M_POOL_USED], kept = (long long)*live;
-    meta[M_POOL_USED] = *total;
-    meta[M_GARBAGE] = *total - kept;
-    meta[M_RECLAIMED] += before - *total;
+// After a compaction: the pool's new fill (words[0], all of it live), what was freed (meta
+// words the host reads), and words[0] back to zero for the next compaction.
+extern "C" __global__ void compact_done(long long* meta, unsigned long long* words) {
+    long long before = meta[M_POOL_USED], kept = (long long)words[0];
+    meta[M_POOL_USED] = kept;
+    meta[M_GARBAGE] = 0;
+    meta[M_RECLAIMED] += before - kept;
+    words[0] = 0;
 }
