@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import sys
 import time
 from pathlib import Path
@@ -100,6 +101,17 @@ def run(rate: float, count: int, room: int, max_query: int) -> str:
     rng = np.random.default_rng(1)
     arr = np.cumsum(rng.exponential(1 / rate, n))
     arr -= arr[0]
+    pipe = eng.executor._pipeline  # type: ignore[attr-defined]
+    captures = pipe.captures
+    pauses: list[float] = []
+
+    def paused(phase: str, info: dict) -> None:
+        if phase == "start":
+            pauses.append(-time.perf_counter())
+        elif pauses:
+            pauses[-1] += time.perf_counter()
+
+    gc.callbacks.append(paused)
     t0 = time.perf_counter()
     rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
     import cupy
@@ -111,14 +123,17 @@ def run(rate: float, count: int, room: int, max_query: int) -> str:
     met = np.zeros(n, bool)
     for a in at:
         met |= (arr <= a) & (a <= arr + rt)
-    eng.executor._pipeline.drain()  # type: ignore[attr-defined]
+    gc.callbacks.remove(paused)
+    captures = pipe.captures - captures
+    pipe.drain()
     print("compactions on the drained engine, ms (prefix / pack / rest):", _parts(upd),
           flush=True)
     q = np.percentile(rt, [50, 99, 99.9]) * 1e3
     return (f"| {rate:,.0f} | {room} | {n:,} | {q[0]:.3f} | {q[1]:.3f} | {q[2]:.3f} | "
             f"{slow.sum()} | {(slow & met).sum()} | {len(log)} | "
             f"{np.median(took) if took else 0:.3f} | {max(took) if took else 0:.3f} | "
-            f"{upd.pool_capacity:,} |")
+            f"{upd.pool_capacity:,} | {captures} | {len(pauses)} | "
+            f"{max(pauses, default=0) * 1e3:.2f} |")
 
 
 def main() -> None:
@@ -126,15 +141,17 @@ def main() -> None:
     ap.add_argument("--rates", default="1e5,3e5")
     ap.add_argument("--load-room", default="16,256")
     ap.add_argument("--count", type=int, default=20_000)
-    ap.add_argument("--max-query", type=int, default=3)
+    ap.add_argument("--max-query", default="3", help="query sizes up to 3 or 5 (comma-separated)")
     args = ap.parse_args()
     warm_up("gpu")
     print("| rate | room | updates | p50 (ms) | p99 | p99.9 | over 1 ms | of them beside a "
-          "compaction | compactions | compaction median (ms) | max | pool |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for rate in (float(x) for x in args.rates.split(",")):
-        for room in (int(x) for x in args.load_room.split(",")):
-            print(run(rate, args.count, room, args.max_query), flush=True)
+          "compaction | compactions | compaction median (ms) | max | pool | graph captures | "
+          "gc passes | longest (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for mq in (int(x) for x in args.max_query.split(",")):
+        for rate in (float(x) for x in args.rates.split(",")):
+            for room in (int(x) for x in args.load_room.split(",")):
+                print(run(rate, args.count, room, mq), flush=True)
 
 
 if __name__ == "__main__":
