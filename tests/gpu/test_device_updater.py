@@ -150,6 +150,25 @@ def test_every_resumable_path_from_tiny_capacities() -> None:
          vcap=16, pcap=16, lag=2)
 
 
+def test_hubs_are_packed_in_slices_by_every_warp_of_a_block() -> None:
+    # two vertices of 2,500 and 4,000 neighbours in one compaction range (update.cu
+    # COMPACT_HUB: the block's warps take a slice each), then every third of their edges
+    # deleted and some re-inserted: full pools compact them at every stage, and every version
+    # a reader after the watermark sees stays the host's
+    rng = np.random.default_rng(11)
+    ends = [(0, x) for x in range(10, 2510)] + [(1, x) for x in range(10, 4010)]
+    a, b = (np.array(c, np.int64) for c in zip(*ends, strict=True))
+    order = rng.permutation(len(a))
+    ins = (a[order], b[order], np.full(len(a), UpdateOp.INSERT_EDGE, np.int8))
+    gone = order[::3]
+    dels = (a[gone], b[gone], np.full(len(gone), UpdateOp.DELETE_EDGE, np.int8))
+    back = gone[::2]
+    again = (a[back], b[back], np.full(len(back), UpdateOp.INSERT_EDGE, np.int8))
+    src, dst, op = (np.concatenate(c) for c in zip(ins, dels, again, strict=True))
+    stream = UpdateBatch.build(np.arange(len(op)), op, src, dst, np.zeros(len(op), np.int32))
+    _run(None, stream, [1500, 7, 300, 1, 64], pcap=4096, lag=2)
+
+
 def test_memory_stays_flat_on_an_endless_churn() -> None:
     from gpu.cuda._updater import DeviceUpdater
 

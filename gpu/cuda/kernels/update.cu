@@ -2295,15 +2295,20 @@ extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
 // pipeline's), from its copy in device memory (the grid's W_WM; meta is mapped host memory,
 // and a read per block would cross PCIe thousands of times).
 // A block takes COMPACT_RANGE vertices at a time: it counts their live entries (a thread a
-// vertex of up to COMPACT_SMALL entries, a warp a larger one), claims room for all of them
-// with one atomic on words[0] (the pool's new fill), and copies. So the new pool holds no
-// dead space and the kernel needs no prefix sum from the host: one launch, where the lengths'
-// prefix sums, an atomic a vertex on one word and a warp walking each vertex one chunk at a
-// time took 0.3 ms of device time and 0.4-1 ms of the host's Python (Enron-sized pools).
+// vertex of up to COMPACT_SMALL entries, a warp a larger one, every warp of the block a
+// slice of a hub of over COMPACT_HUB), claims room for all of them with one atomic on
+// words[0] (the pool's new fill), and copies. So the new pool holds no dead space and the
+// kernel needs no prefix sum from the host: one launch, where the lengths' prefix sums, an
+// atomic a vertex on one word and a warp walking each vertex one chunk at a time took 0.3
+// ms of device time and 0.4-1 ms of the host's Python (pools of Enron's size); a hub of
+// 12,856 entries kept one warp 0.28 ms.
 #define COMPACT_RANGE 256
+#define COMPACT_WARPS (COMPACT_RANGE / 32)
 #define COMPACT_SMALL 16
+#define COMPACT_HUB 2048
+#define COMPACT_MAXHUB 16
 #define COMPACT_UNROLL 8
-// A warp's count of vertex (src, n)'s live entries, COMPACT_UNROLL chunks a round.
+// A warp's count of the live entries of src[0..n), COMPACT_UNROLL chunks a round.
 __device__ __forceinline__ int live_in(const long long* __restrict__ dt, long long src,
                                        long long n, long long watermark, int lane) {
     int m = 0;
@@ -2320,6 +2325,36 @@ __device__ __forceinline__ int live_in(const long long* __restrict__ dt, long lo
     return m;
 }
 
+// A warp's copy of the live entries of src[0..n) to dst[0..), in order.
+__device__ __forceinline__ void copy_live(
+    const long long* __restrict__ key, const int* __restrict__ elab,
+    const long long* __restrict__ ct, const long long* __restrict__ dt,
+    long long* __restrict__ nkey, int* __restrict__ nelab, long long* __restrict__ nct,
+    long long* __restrict__ ndt, long long src, long long n, long long dst,
+    long long watermark, int lane) {
+    long long m = 0;
+    for (long long c = 0; c < n; c += 32 * COMPACT_UNROLL) {
+        long long d_t[COMPACT_UNROLL];
+#pragma unroll
+        for (int j = 0; j < COMPACT_UNROLL; ++j) {
+            long long i = c + 32 * j + lane;
+            d_t[j] = i < n ? dt[src + i] : watermark;
+        }
+#pragma unroll
+        for (int j = 0; j < COMPACT_UNROLL; ++j) {
+            long long i = c + 32 * j + lane;
+            bool ok = d_t[j] > watermark;
+            unsigned mk = __ballot_sync(FULL, ok);
+            if (ok) {
+                long long d = dst + m + __popc(mk & lanes_below(lane));
+                nkey[d] = key[src + i]; nelab[d] = elab[src + i];
+                nct[d] = ct[src + i]; ndt[d] = d_t[j];
+            }
+            m += __popc(mk);
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
     long long nv,
     const long long* __restrict__ key, const int* __restrict__ elab,
@@ -2330,7 +2365,8 @@ extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
     unsigned long long* words, const long long* wm_word) {
     __shared__ long long s_src[COMPACT_RANGE], s_dst[COMPACT_RANGE];
     __shared__ int s_n[COMPACT_RANGE], s_live[COMPACT_RANGE], s_big[COMPACT_RANGE];
-    __shared__ int s_warp[COMPACT_RANGE / 32], s_nbig;
+    __shared__ int s_hub[COMPACT_MAXHUB], s_slice[COMPACT_MAXHUB][COMPACT_WARPS];
+    __shared__ int s_warp[COMPACT_WARPS], s_nbig, s_nhub;
     __shared__ unsigned long long s_base;
     if (wm_word != nullptr) watermark = *wm_word;
     int t = threadIdx.x, lane = t & 31, w = t >> 5;
@@ -2340,22 +2376,38 @@ extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
         int n = 0, m = 0;
         if (v < nv) { src = off[v]; n = len[v]; }
         s_src[t] = src; s_n[t] = n;
-        if (t == 0) s_nbig = 0;
+        if (t == 0) s_nbig = s_nhub = 0;
         __syncthreads();
         if (n <= COMPACT_SMALL) {
             for (int i = 0; i < n; ++i) m += dt[src + i] > watermark;
-        } else {
+        } else if (n <= COMPACT_HUB) {
             s_big[atomicAdd(&s_nbig, 1)] = t;
+        } else {   // the block's hubs past COMPACT_MAXHUB: a warp each
+            int h = atomicAdd(&s_nhub, 1);
+            if (h < COMPACT_MAXHUB) s_hub[h] = t;
+            else s_big[atomicAdd(&s_nbig, 1)] = t;
         }
         s_live[t] = m;
         __syncthreads();
-        int nbig = s_nbig;
-        for (int k = w; k < nbig; k += COMPACT_RANGE / 32) {
+        int nbig = s_nbig, nhub = min(s_nhub, COMPACT_MAXHUB);
+        for (int k = w; k < nbig; k += COMPACT_WARPS) {
             int b = s_big[k];
             int bm = live_in(dt, s_src[b], s_n[b], watermark, lane);
             if (lane == 0) s_live[b] = bm;
         }
+        for (int h = 0; h < nhub; ++h) {   // warp w: the hub's w-th slice
+            long long hn = s_n[s_hub[h]], lo = hn * w / COMPACT_WARPS;
+            long long hi = hn * (w + 1) / COMPACT_WARPS;
+            int c = live_in(dt, s_src[s_hub[h]] + lo, hi - lo, watermark, lane);
+            if (lane == 0) s_slice[h][w] = c;
+        }
         __syncthreads();
+        for (int h = 0; h < nhub; ++h)
+            if (s_hub[h] == t) {
+                m = 0;
+                for (int k = 0; k < COMPACT_WARPS; ++k) m += s_slice[h][k];
+                s_live[t] = m;
+            }
         m = s_live[t];   // the block's exclusive prefix sum of the live counts
         int x = m;
 #pragma unroll
@@ -2367,7 +2419,7 @@ extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
         __syncthreads();
         int before = 0, total = 0;
 #pragma unroll
-        for (int k = 0; k < COMPACT_RANGE / 32; ++k) {
+        for (int k = 0; k < COMPACT_WARPS; ++k) {
             before += k < w ? s_warp[k] : 0;
             total += s_warp[k];
         }
@@ -2391,29 +2443,18 @@ extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
             seg[v] = (dst << SEG_BITS) | m;
         }
         __syncthreads();
-        for (int k = w; k < nbig; k += COMPACT_RANGE / 32) {
+        for (int k = w; k < nbig; k += COMPACT_WARPS) {
             int b = s_big[k];
-            long long bsrc = s_src[b], bn = s_n[b], bd = s_dst[b], bm = 0;
-            for (long long c = 0; c < bn; c += 32 * COMPACT_UNROLL) {
-                long long d_t[COMPACT_UNROLL];
-#pragma unroll
-                for (int j = 0; j < COMPACT_UNROLL; ++j) {
-                    long long i = c + 32 * j + lane;
-                    d_t[j] = i < bn ? dt[bsrc + i] : watermark;
-                }
-#pragma unroll
-                for (int j = 0; j < COMPACT_UNROLL; ++j) {
-                    long long i = c + 32 * j + lane;
-                    bool ok = d_t[j] > watermark;
-                    unsigned mk = __ballot_sync(FULL, ok);
-                    if (ok) {
-                        long long d = bd + bm + __popc(mk & lanes_below(lane));
-                        nkey[d] = key[bsrc + i]; nelab[d] = elab[bsrc + i];
-                        nct[d] = ct[bsrc + i]; ndt[d] = d_t[j];
-                    }
-                    bm += __popc(mk);
-                }
-            }
+            copy_live(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b], s_n[b], s_dst[b],
+                      watermark, lane);
+        }
+        for (int h = 0; h < nhub; ++h) {
+            int b = s_hub[h];
+            long long hn = s_n[b], lo = hn * w / COMPACT_WARPS;
+            long long hi = hn * (w + 1) / COMPACT_WARPS, d = s_dst[b];
+            for (int k = 0; k < w; ++k) d += s_slice[h][k];
+            copy_live(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b] + lo, hi - lo, d,
+                      watermark, lane);
         }
         __syncthreads();   // the range's shared words are the next range's
     }
