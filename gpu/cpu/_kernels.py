@@ -387,6 +387,93 @@ def count_triangle(a, b, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, v
 
 
 @leaf
+def _fused_level(p, pl, nb_level, last, listing, memo_d, nmarks):  # type: ignore[no-untyped-def]
+    """The level j (< last - 1) whose list the last level intersects with f[last - 1]'s,
+    when ``_count_tail`` may count the last two levels in one loop; else -1. The last
+    level is labelled, reuses no set and intersects exactly those two lists; matches are
+    counted, not listed; no memo is kept on f[last - 1] (it pays from depth 3 on); at most
+    three vertices are bound above the last two levels (``_count_tail``'s exclusions).
+    A last level of three lists (a 4-clique's) stays with ``_prepare``, which scans the
+    shortest: marking two lists' intersection a run and scanning each candidate's whole
+    list measured no faster on Enron q3."""
+    if listing or last < 3 or last > 4 or nmarks == 0 or pl[p, F_LABEL, last] == _WILD:
+        return -1
+    if pl[p, F_REUSE, last] >= 0 or pl[p, F_NBCNT, last] != 2 or memo_d >= 3:
+        return -1
+    off = pl[p, F_NBOFF, last]
+    l0, l1 = nb_level[off], nb_level[off + 1]
+    if l0 == last - 1 and l1 < last - 1:
+        return l1
+    if l1 == last - 1 and l0 < last - 1:
+        return l0
+    return -1
+
+
+@leaf
+def _count_tail(L, j, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab,
+                ct, dt, buf, lo, hi, run, marks, mk):  # type: ignore[no-untyped-def]
+    """Matches of level L's candidates buf[lo:hi] (L = last - 1) times their last-level
+    candidates, counted in one loop: f[j]'s list is marked once (``_marked``), and each
+    candidate x of L that passes its own checks adds the visible entries of x's list, in
+    the last level's label, that carry the mark, lie within the last level's masks and
+    name no vertex already bound. No buffer, stack or memo between: the paw's tail plan
+    (Enron q4) spent most of its time in that machinery, one candidate at a time."""
+    last = L + 1
+    lab = pl[p, F_LABEL, last]
+    off = pl[p, F_NBOFF, last]
+    js = 0 if nb_level[off] == j else 1   # the shallow list (f[j]'s)
+    tok = _marked(last, f[j], lab, nb_label[off + js], k, run, seg_off, seg_len, loff, key,
+                  elab, ct, dt, marks, mk)
+    row = marks[last]
+    t32 = np.int32(tok)
+    el = nb_label[off + 1 - js]
+    base = np.int64(lab) << np.int64(32)
+    least, bound = base, base + _ONE32   # masks on levels above L: one key interval
+    gm, lm = pl[p, F_GT, last], pl[p, F_LT, last]
+    for i in range(L):
+        ki = base | np.int64(f[i])
+        if (gm >> i) & 1:
+            least = max(least, ki + 1)
+        if (lm >> i) & 1:
+            bound = min(bound, ki)
+    gt_x, lt_x = (gm >> L) & 1, (lm >> L) & 1
+    # bound vertices of the last level's label: no candidate may name them
+    e0, e1, e2 = np.int32(-1), np.int32(-1), np.int32(-1)
+    for i in range(L):
+        if vlabel[f[i]] == lab:
+            if e0 < 0:
+                e0 = f[i]
+            elif e1 < 0:
+                e1 = f[i]
+            else:
+                e2 = f[i]
+    total = 0
+    for q in range(lo, hi):
+        x = np.int32(buf[q] & _LOW32)
+        if not (_valid(x, L, L, p, f, pl) and _label_filter(
+                x, L, p, pl, nb_level, nb_label, seg_off, seg_len, loff, key)):
+            continue
+        kx = base | np.int64(x)
+        a0, b0 = least, bound
+        if gt_x:
+            a0 = max(a0, kx + 1)
+        if lt_x:
+            b0 = min(b0, kx)
+        a, b = label_range(x, lab, seg_off, seg_len, loff, key)
+        c = 0
+        for i in range(a, b):
+            kk = key[i]
+            y = np.int32(kk & _LOW32)
+            ok = (row[y] == t32) & (ct[i] < k) & (k <= dt[i]) & (kk >= a0) & (kk < b0)
+            ok &= (y != e0) & (y != e1) & (y != e2)
+            if el != _WILD:
+                ok &= elab[i] == el
+            c += np.int64(ok)
+        total += c
+    return total
+
+
+@leaf
 def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct,
              dt, raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt,
              wtok, wst, out, out_row, cap):  # type: ignore[no-untyped-def]
@@ -424,6 +511,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vla
     # (d >= 3: a 5-cycle); at d = 2 its values are one root's neighbours, and their scans
     # cost about what the weights would (a 4-cycle: measured 1.5x slower with them)
     jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 3 and len(wcnt) else -1
+    fj = _fused_level(p, pl, nb_level, last, listing, memo_d, marks.shape[1])
     run = clock
     # two-hop weights of this run: [token (0: not built), spent scans, their bound (-1),
     # last token handed out (kept across runs)]
@@ -480,6 +568,12 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vla
                      ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             pos[L] = ilo[L]
         buf = raw[rrow[L]]
+        if fj >= 0 and L == last - 1:
+            total += _count_tail(L, fj, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff,
+                                 vlabel, key, elab, ct, dt, buf, pos[L], ihi[L], run, marks, mk)
+            pos[L] = ihi[L]
+            L -= 1
+            continue
         if L == last:
             if listing:
                 for i in range(ilo[L], ihi[L]):
