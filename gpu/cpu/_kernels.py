@@ -388,45 +388,114 @@ def count_triangle(a, b, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, v
 
 @leaf
 def _fused_level(p, pl, nb_level, last, listing, memo_d, nmarks):  # type: ignore[no-untyped-def]
-    """The level j (< last - 1) whose list the last level intersects with f[last - 1]'s,
-    when ``_count_tail`` may count the last two levels in one loop; else -1. The last
-    level is labelled, reuses no set and intersects exactly those two lists; matches are
-    counted, not listed; no memo is kept on f[last - 1] (it pays from depth 3 on); at most
-    three vertices are bound above the last two levels (``_count_tail``'s exclusions).
-    A last level of three lists (a 4-clique's) stays with ``_prepare``, which scans the
-    shortest: marking two lists' intersection a run and scanning each candidate's whole
-    list measured no faster on Enron q3."""
+    """How ``_count_tail`` may count the last two levels in one loop, as (kind, j0, j1);
+    kind 0: it may not. The last level is labelled and intersects f[last - 1]'s list with
+    a set that stays put while f[last - 1] moves: kind 1, the list of f[j0] (j0 < last - 1);
+    kind 2, the set level j0 made, which the last level reuses (a 4-clique's last level
+    when its label is level 2's); kind 3, the lists of f[j0] and f[j1] (a 4-clique's last
+    level otherwise). Matches are counted, not listed; no memo is kept on f[last - 1] (it
+    pays from depth 3 on); at most three vertices are bound above the last two levels
+    (``_count_tail``'s exclusions)."""
     if listing or last < 3 or last > 4 or nmarks == 0 or pl[p, F_LABEL, last] == _WILD:
-        return -1
-    if pl[p, F_REUSE, last] >= 0 or pl[p, F_NBCNT, last] != 2 or memo_d >= 3:
-        return -1
-    off = pl[p, F_NBOFF, last]
-    l0, l1 = nb_level[off], nb_level[off + 1]
-    if l0 == last - 1 and l1 < last - 1:
-        return l1
-    if l1 == last - 1 and l0 < last - 1:
-        return l0
-    return -1
+        return 0, 0, 0
+    if memo_d >= 3:
+        return 0, 0, 0
+    off, cnt, src = pl[p, F_NBOFF, last], pl[p, F_NBCNT, last], pl[p, F_REUSE, last]
+    deep, j0, j1, others = 0, -1, -1, 0
+    for i in range(cnt):
+        lv = nb_level[off + i]
+        if lv == last - 1:
+            deep += 1
+        elif j0 < 0:
+            j0, others = lv, 1
+        else:
+            j1, others = lv, others + 1
+    if deep != 1:
+        return 0, 0, 0
+    if src >= 0:
+        return (2, src, 0) if others == 0 else (0, 0, 0)
+    if others == 1:
+        return 1, j0, 0
+    return (3, j0, j1) if others == 2 else (0, 0, 0)
 
 
 @leaf
-def _count_tail(L, j, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab,
-                ct, dt, buf, lo, hi, run, marks, mk):  # type: ignore[no-untyped-def]
-    """Matches of level L's candidates buf[lo:hi] (L = last - 1) times their last-level
-    candidates, counted in one loop: f[j]'s list is marked once (``_marked``), and each
-    candidate x of L that passes its own checks adds the visible entries of x's list, in
-    the last level's label, that carry the mark, lie within the last level's masks and
-    name no vertex already bound. No buffer, stack or memo between: the paw's tail plan
-    (Enron q4) spent most of its time in that machinery, one candidate at a time."""
+def _tail_marks(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key,
+                elab, ct, dt, raw, rrow, rlo, rhi, run, marks, mk):  # type: ignore[no-untyped-def]
+    """The token with which marks[L + 1] flags the set ``_count_tail`` intersects each
+    candidate's list with (``_fused_level``'s kinds): f[j0]'s list as ``_marked`` keeps it;
+    of those, the ones also in f[j1]'s list (kind 3), or level j0's set (kind 2), under a
+    new token (level L + 1's kept marks are then forgotten: they changed)."""
     last = L + 1
     lab = pl[p, F_LABEL, last]
     off = pl[p, F_NBOFF, last]
-    js = 0 if nb_level[off] == j else 1   # the shallow list (f[j]'s)
-    tok = _marked(last, f[j], lab, nb_label[off + js], k, run, seg_off, seg_len, loff, key,
+    if mk[3, 0] + 2 >= np.int64(np.iinfo(np.int32).max):   # tokens wrap: forget every mark
+        marks[:, :] = 0
+        mk[0, :] = -1
+        mk[3, 0] = 0
+    row = marks[last]
+    if kind == 2:
+        tok = mk[3, 0] + 1
+        mk[3, 0] = tok
+        mk[0, last] = -1
+        buf = raw[rrow[j0]]
+        lo, hi = rlo[j0], rhi[j0]
+        if pl[p, F_LABEL, j0] == _WILD:   # the set holds every label: the last level's range
+            base = np.int64(lab) << np.int64(32)
+            lo2 = lower_bound(buf, lo, hi, base)
+            hi = lower_bound(buf, lo2, hi, base + _ONE32)
+            lo = lo2
+        t32 = np.int32(tok)
+        for e in range(lo, hi):
+            row[np.int32(buf[e] & _LOW32)] = t32
+        return tok
+    i0, i1 = 0, 0
+    for i in range(pl[p, F_NBCNT, last]):
+        if nb_level[off + i] == j0:
+            i0 = i
+        elif nb_level[off + i] == j1:
+            i1 = i
+    tok = _marked(last, f[j0], lab, nb_label[off + i0], k, run, seg_off, seg_len, loff, key,
                   elab, ct, dt, marks, mk)
+    if kind == 3:
+        t1 = np.int32(tok)
+        tok = mk[3, 0] + 1
+        mk[3, 0] = tok
+        mk[0, last] = -1
+        t2 = np.int32(tok)
+        a, b = label_range(f[j1], lab, seg_off, seg_len, loff, key)
+        el = nb_label[off + i1]
+        for e in range(a, b):
+            y = np.int32(key[e] & _LOW32)
+            if row[y] == t1 and _visible(elab, ct, dt, e, k, el):
+                row[y] = t2
+    return tok
+
+
+@leaf
+def _count_tail(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
+                key, elab, ct, dt, raw, rrow, rlo, rhi, buf, lo, hi, run, marks, mk):  # type: ignore[no-untyped-def]
+    """Matches of level L's candidates buf[lo:hi] (L = last - 1) times their last-level
+    candidates, counted in one loop: the set the last level intersects each candidate's
+    list with is marked once (``_tail_marks``), and each candidate x of L that passes its
+    own checks adds the visible entries of x's list, in the last level's label, that carry
+    the mark, lie within the last level's masks and name no vertex already bound (a set
+    of kind 2 much shorter than x's list is searched in it instead). No buffer, stack or
+    memo between: the paw's tail plan (Enron q4) spent most of its time in that
+    machinery, one candidate at a time."""
+    last = L + 1
+    lab = pl[p, F_LABEL, last]
+    off = pl[p, F_NBOFF, last]
+    tok = _tail_marks(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff,
+                      key, elab, ct, dt, raw, rrow, rlo, rhi, run, marks, mk)
     row = marks[last]
     t32 = np.int32(tok)
-    el = nb_label[off + 1 - js]
+    el = _WILD
+    for i in range(pl[p, F_NBCNT, last]):
+        if nb_level[off + i] == L:
+            el = nb_label[off + i]
+    sbuf = raw[rrow[j0]] if kind == 2 else buf   # a kind-2 set, searched in long lists
+    s_lo, s_hi = (rlo[j0], rhi[j0]) if kind == 2 else (0, 0)
     base = np.int64(lab) << np.int64(32)
     least, bound = base, base + _ONE32   # masks on levels above L: one key interval
     gm, lm = pl[p, F_GT, last], pl[p, F_LT, last]
@@ -461,6 +530,24 @@ def _count_tail(L, j, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, v
             b0 = min(b0, kx)
         a, b = label_range(x, lab, seg_off, seg_len, loff, key)
         c = 0
+        if kind == 2 and (s_hi - s_lo) * 16 < b - a:   # a short set: its keys looked up
+            g = a
+            for e in range(s_lo, s_hi):
+                kk = sbuf[e]
+                y = np.int32(kk & _LOW32)
+                if kk < a0 or kk >= b0 or y == e0 or y == e1 or y == e2:
+                    continue
+                g = lower_bound(key, g, b, kk)
+                if g >= b:
+                    break
+                r = g
+                while r < b and key[r] == kk:
+                    if _visible(elab, ct, dt, r, k, el):
+                        c += 1
+                        break
+                    r += 1
+            total += c
+            continue
         for i in range(a, b):
             kk = key[i]
             y = np.int32(kk & _LOW32)
@@ -511,7 +598,7 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vla
     # (d >= 3: a 5-cycle); at d = 2 its values are one root's neighbours, and their scans
     # cost about what the weights would (a 4-cycle: measured 1.5x slower with them)
     jr = _weights_root(p, pl, nb_level, last, memo_d) if memo_d >= 3 and len(wcnt) else -1
-    fj = _fused_level(p, pl, nb_level, last, listing, memo_d, marks.shape[1])
+    fk, fj0, fj1 = _fused_level(p, pl, nb_level, last, listing, memo_d, marks.shape[1])
     run = clock
     # two-hop weights of this run: [token (0: not built), spent scans, their bound (-1),
     # last token handed out (kept across runs)]
@@ -568,9 +655,10 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vla
                      ct, dt, raw, rrow, rlo, rhi, ilo, ihi, ranges, run, marks, mk)
             pos[L] = ilo[L]
         buf = raw[rrow[L]]
-        if fj >= 0 and L == last - 1:
-            total += _count_tail(L, fj, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff,
-                                 vlabel, key, elab, ct, dt, buf, pos[L], ihi[L], run, marks, mk)
+        if fk and L == last - 1:
+            total += _count_tail(L, fk, fj0, fj1, p, k, f, pl, nb_level, nb_label, seg_off,
+                                 seg_len, loff, vlabel, key, elab, ct, dt, raw, rrow, rlo, rhi,
+                                 buf, pos[L], ihi[L], run, marks, mk)
             pos[L] = ihi[L]
             L -= 1
             continue
@@ -647,11 +735,14 @@ def run_plan(a, b, el, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, vla
 @nb.njit(cache=True, nogil=True)
 def plans_use_sets(pl, nb_level):  # type: ignore[no-untyped-def]
     """Some row of ``pl`` may read the per-thread vertex marks (``_prepare``: two lists of
-    which the deeper loops under the shallower) or two-hop weights (``run_plan``: a
-    memoised last level at depth 3 or more). Else the kernels need no buffers of a slot
-    per vertex, which cost a call two zeroed arrays of the graph's size per thread."""
+    which the deeper loops under the shallower; ``_count_tail``'s sets), or two-hop
+    weights (``run_plan``: a memoised last level at depth 3 or more). Else the kernels
+    need no buffers of a slot per vertex, which cost a call two zeroed arrays of the
+    graph's size per thread."""
     for p in range(pl.shape[0]):
         n = pl[p, F_MISC, 0]
+        if _fused_level(p, pl, nb_level, n - 1, False, _memo_level(p, pl, nb_level, n), 1)[0]:
+            return True
         for L in range(2, n):
             off = pl[p, F_NBOFF, L]
             if (pl[p, F_REUSE, L] < 0 and pl[p, F_NBCNT, L] == 2

@@ -280,3 +280,49 @@ def test_paws_match_the_oracle_on_a_dense_labelled_graph(seed: int) -> None:
     """Paws with vertex and edge labels and wildcards, count-only in both modes, update
     by update against the oracle."""
     _count_only_against_oracle(_dense_case(seed, list(_PAW_QUERIES)), seed)
+
+
+def _hub_case(seed: int, queries: list[Query]) -> Case:
+    """72 vertices with two vertex and two edge labels, two hubs adjacent to most of them
+    (label ranges of 50 and more beside common-neighbour sets of a few), a sparse
+    rest, 16 insertions then 16 deletions, and ``queries``."""
+    rng = np.random.default_rng(seed + 40_000)
+    nv = 72
+    # label 0 for the hubs and most others: a hub's range of it is far longer than the
+    # roots' common neighbours (``_count_tail`` searches those in it)
+    vertices = [(v, int(v >= 2 and rng.random() < 0.2)) for v in range(nv)]
+    pairs = [(a, b) for a in range(nv) for b in range(a + 1, nv)
+             if a < 2 and rng.random() < 0.95 or rng.random() < 0.07]
+    pick = rng.permutation(len(pairs))
+    n0 = len(pairs) - 16
+    edges = [(*pairs[i], int(rng.integers(0, 2))) for i in pick[:n0]]
+    updates = [(1000 + s, int(UpdateOp.INSERT_EDGE), *pairs[i], int(rng.integers(0, 2)))
+               for s, i in enumerate(pick[n0:])]
+    updates += [(2000 + s, int(UpdateOp.DELETE_EDGE), *pairs[i], 0)
+                for s, i in enumerate(rng.permutation(pick)[:16])]
+    return Case(vertices, edges, queries, updates)
+
+
+#: 4-cliques and diamonds (Enron's q3 shape and a 4-cycle with a chord): the last level
+#: intersects a candidate's list with a set bound above it (``_count_tail``): one list, the
+#: set of level 2 reused (searched in a hub's long list when it is short), or two lists
+_CLIQUE_QUERIES = (
+    Query.build([(0, 0), (1, 1), (2, 0), (3, 0)],
+                [(0, 1, None), (0, 2, None), (0, 3, None), (1, 2, None), (1, 3, None),
+                 (2, 3, None)]),
+    Query.build([(0, 0), (1, 0), (2, 0), (3, 0)],
+                [(0, 1, None), (0, 2, 1), (0, 3, None), (1, 2, None), (1, 3, 0),
+                 (2, 3, None)]),
+    Query.build([(0, 0), (1, 1), (2, 0), (3, 1)],
+                [(0, 1, None), (1, 2, None), (2, 3, None), (3, 0, None), (0, 2, 0)]),
+    Query.build([(0, 0), (1, 0), (2, 1), (3, 1)],
+                [(0, 1, None), (1, 2, None), (2, 3, None), (3, 0, None), (0, 2, None),
+                 (1, 3, 1)]),
+)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_cliques_and_diamonds_match_the_oracle_beside_hubs(seed: int) -> None:
+    """4-cliques and diamonds with vertex and edge labels and wildcards, count-only in
+    both modes, update by update against the oracle, on a graph with two hubs."""
+    _count_only_against_oracle(_hub_case(seed, list(_CLIQUE_QUERIES)), seed)
