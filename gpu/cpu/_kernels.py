@@ -49,6 +49,7 @@ from ._sets import (
     _marked,
     _scan,
     _scan_marked,
+    _seen,
     _visible,
     _weigh,
     _weigh_cost,
@@ -279,14 +280,8 @@ def _member(x, L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, key, 
             continue
         w = f[nb_level[off + j]]
         lo, hi = label_range(w, lab, seg_off, seg_len, loff, key)
-        q = lower_bound(key, lo, hi, kx)
-        seen = False
-        while q < hi and key[q] == kx:
-            if _visible(elab, ct, dt, q, k, nb_label[off + j]):
-                seen = True
-                break
-            q += 1
-        if not seen:
+        if not _seen(key, elab, ct, dt, lower_bound(key, lo, hi, kx), hi, kx, k,
+                     nb_label[off + j]):
             return False
     gm = pl[p, F_GT, L]
     lm = pl[p, F_LT, L]
@@ -377,12 +372,7 @@ def count_triangle(a, b, k, p, pl, nb_level, nb_label, seg_off, seg_len, loff, v
                 q += 1
         if q >= hi1:
             break
-        r = q
-        while r < hi1 and key[r] == x:
-            if _visible(elab, ct, dt, r, k, el1):
-                c += 1
-                break
-            r += 1
+        c += _seen(key, elab, ct, dt, q, hi1, x, k, el1)
     return c
 
 
@@ -540,12 +530,7 @@ def _count_tail(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_l
                 g = lower_bound(key, g, b, kk)
                 if g >= b:
                     break
-                r = g
-                while r < b and key[r] == kk:
-                    if _visible(elab, ct, dt, r, k, el):
-                        c += 1
-                        break
-                    r += 1
+                c += _seen(key, elab, ct, dt, g, b, kk, k, el)
             total += c
             continue
         for i in range(a, b):

@@ -30,6 +30,17 @@ def _visible(elab, ct, dt, i, k, el):  # type: ignore[no-untyped-def]
     return ct[i] < k and k <= dt[i] and (el == _WILD or elab[i] == el)
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _seen(key, elab, ct, dt, r, hi, x, k, el):  # type: ignore[no-untyped-def]
+    """1 if one of the entries of key x from r on (r its first, below hi) is visible at
+    tick k, else 0 (a neighbour has at most one visible entry a tick)."""
+    while r < hi and key[r] == x:
+        if _visible(elab, ct, dt, r, k, el):
+            return 1
+        r += 1
+    return 0
+
+
 @leaf
 def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     n = 0
@@ -54,13 +65,9 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
             p = lower_bound(key, p, hi, x)
             if p >= hi:
                 break
-            q = p
-            while q < hi and key[q] == x:
-                if _visible(elab, ct, dt, q, k, el):
-                    out[w] = x
-                    w += 1
-                    break
-                q += 1
+            if _seen(key, elab, ct, dt, p, hi, x, k, el):
+                out[w] = x
+                w += 1
         return w
     # a merge whose unequal steps are arithmetic, not branches: on Enron's lists which
     # side moves is a coin toss a step, and a mispredicted branch costs more than the step

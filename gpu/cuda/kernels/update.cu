@@ -2308,25 +2308,11 @@ extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
 #define COMPACT_HUB 2048
 #define COMPACT_MAXHUB 16
 #define COMPACT_UNROLL 8
-// A warp's count of the live entries of src[0..n), COMPACT_UNROLL chunks a round.
-__device__ __forceinline__ int live_in(const long long* __restrict__ dt, long long src,
-                                       long long n, long long watermark, int lane) {
-    int m = 0;
-    for (long long c = 0; c < n; c += 32 * COMPACT_UNROLL) {
-        long long d_t[COMPACT_UNROLL];
-#pragma unroll
-        for (int j = 0; j < COMPACT_UNROLL; ++j) {
-            long long i = c + 32 * j + lane;
-            d_t[j] = i < n ? dt[src + i] : watermark;
-        }
-#pragma unroll
-        for (int j = 0; j < COMPACT_UNROLL; ++j) m += __popc(__ballot_sync(FULL, d_t[j] > watermark));
-    }
-    return m;
-}
-
-// A warp's copy of the live entries of src[0..n) to dst[0..), in order.
-__device__ __forceinline__ void copy_live(
+// A warp's walk over the live entries of src[0..n) of one pool, COMPACT_UNROLL chunks a
+// round (their loads issued together): their count, and with COPY the entries themselves
+// to dst[0..) of another pool, in order (the resolver's copy_live stays in one pool).
+template <bool COPY>
+__device__ __forceinline__ long long walk_live(
     const long long* __restrict__ key, const int* __restrict__ elab,
     const long long* __restrict__ ct, const long long* __restrict__ dt,
     long long* __restrict__ nkey, int* __restrict__ nelab, long long* __restrict__ nct,
@@ -2345,7 +2331,7 @@ __device__ __forceinline__ void copy_live(
             long long i = c + 32 * j + lane;
             bool ok = d_t[j] > watermark;
             unsigned mk = __ballot_sync(FULL, ok);
-            if (ok) {
+            if (COPY && ok) {
                 long long d = dst + m + __popc(mk & lanes_below(lane));
                 nkey[d] = key[src + i]; nelab[d] = elab[src + i];
                 nct[d] = ct[src + i]; ndt[d] = d_t[j];
@@ -2353,6 +2339,7 @@ __device__ __forceinline__ void copy_live(
             m += __popc(mk);
         }
     }
+    return m;
 }
 
 extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
@@ -2392,13 +2379,15 @@ extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
         int nbig = s_nbig, nhub = min(s_nhub, COMPACT_MAXHUB);
         for (int k = w; k < nbig; k += COMPACT_WARPS) {
             int b = s_big[k];
-            int bm = live_in(dt, s_src[b], s_n[b], watermark, lane);
+            int bm = (int)walk_live<false>(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b],
+                                           s_n[b], 0, watermark, lane);
             if (lane == 0) s_live[b] = bm;
         }
         for (int h = 0; h < nhub; ++h) {   // warp w: the hub's w-th slice
             long long hn = s_n[s_hub[h]], lo = hn * w / COMPACT_WARPS;
             long long hi = hn * (w + 1) / COMPACT_WARPS;
-            int c = live_in(dt, s_src[s_hub[h]] + lo, hi - lo, watermark, lane);
+            int c = (int)walk_live<false>(key, elab, ct, dt, nkey, nelab, nct, ndt,
+                                          s_src[s_hub[h]] + lo, hi - lo, 0, watermark, lane);
             if (lane == 0) s_slice[h][w] = c;
         }
         __syncthreads();
@@ -2445,16 +2434,16 @@ extern "C" __global__ void __launch_bounds__(COMPACT_RANGE) compact_pool(
         __syncthreads();
         for (int k = w; k < nbig; k += COMPACT_WARPS) {
             int b = s_big[k];
-            copy_live(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b], s_n[b], s_dst[b],
-                      watermark, lane);
+            walk_live<true>(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b], s_n[b],
+                            s_dst[b], watermark, lane);
         }
         for (int h = 0; h < nhub; ++h) {
             int b = s_hub[h];
             long long hn = s_n[b], lo = hn * w / COMPACT_WARPS;
             long long hi = hn * (w + 1) / COMPACT_WARPS, d = s_dst[b];
             for (int k = 0; k < w; ++k) d += s_slice[h][k];
-            copy_live(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b] + lo, hi - lo, d,
-                      watermark, lane);
+            walk_live<true>(key, elab, ct, dt, nkey, nelab, nct, ndt, s_src[b] + lo, hi - lo,
+                            d, watermark, lane);
         }
         __syncthreads();   // the range's shared words are the next range's
     }
