@@ -100,6 +100,7 @@ def _marked(L, w, lab, el, k, run, seg_off, seg_len, loff, key, elab, ct, dt, ma
     tok = mk[3, 0] + 1
     if tok >= np.int64(np.iinfo(np.int32).max):   # tokens wrap: forget every mark
         marks[:, :] = 0
+        mk[0, :] = -1   # and every level's kept token
         tok = 1
     mk[3, 0] = tok
     row = marks[L]

@@ -163,8 +163,6 @@ class DeviceUpdater:
         self.build_tiles = build_tiles
         self._compact = kernel("update", "compact_pool")
         self._compacted = kernel("update", "compact_done")
-        #: compact_pool's fill counter (compact_done reads it and sets it back to zero)
-        self._cwords = cp.zeros(1, cp.uint64)
         #: blocks of the parallel resolver: one per SM (its grid barriers need every block
         #: resident, and one block of TILE threads fills an SM's share it may take)
         self.grid = min(sm_count(), TILE)   # TILE at most: the blk scratch's sums (3 a block)
@@ -184,6 +182,9 @@ class DeviceUpdater:
         #: bumped whenever a device array is reallocated (captured launches go stale)
         self.generation = 0
         with self.stream:
+            #: compact_pool's fill counter (compact_done reads it and sets it back to zero;
+            #: zeroed on the updater's stream, which is not ordered after the default one)
+            self._cwords = cp.zeros(1, cp.uint64)
             self._tile_scratch()
             #: entries of an old version one warp copies at least (a multiple of 128; the
             #: kernel raises it on tiles whose versions would make too many chunks)
