@@ -13,6 +13,10 @@
 #                                  end on the gpu backend: REST and Kafka in, deltas out,
 #                                  against the CPU engine); needs the wheels that
 #                                  scripts/gpu-wheels.sh puts in .local-data/wheels, carried
+#   scripts/gpu-check.sh tail      where the response-time tail comes from: the latency
+#                                  replay at 100k-600k updates/s with the pool's compactions,
+#                                  graph captures and collector passes beside it
+#                                  (bench/latency_tail.py, about 1 min)
 #   scripts/gpu-check.sh ab        an A/B on one machine instance (small-b figures differ by
 #                                  up to 2x between instances): .base/ (made here with
 #                                  `git archive REV --prefix=.base/ | tar x`, carried) and
@@ -45,6 +49,10 @@ case "${1:-}" in
     rc=$?
     python bench/ring_probe.py 20000 > "$out/ring.log" 2>&1 || rc=1
     cp docs/benchmarks.md "$out/" ;;
+  tail)
+    CSM_BENCH_DEVICE_GRAPH=1 python bench/latency_tail.py --rates 1e5,3e5,6e5 \
+        --max-query 3,5 > "$out/tail.log" 2>&1
+    rc=$? ;;
   ab)
     export CSM_BENCH_DEVICE_GRAPH=1 ENRON=$PWD/.local-data/enron-labeled
     ab=$PWD/bench/enron_ab.py
@@ -57,7 +65,7 @@ case "${1:-}" in
              --out /tmp/ab.md | grep -v '^|') || rc=1
       done
     done > "$out/ab.log" 2>&1 ;;
-  *) echo "usage: $0 tests-a|tests-b|service|bench|ab" >&2; exit 2 ;;
+  *) echo "usage: $0 tests-a|tests-b|service|bench|tail|ab" >&2; exit 2 ;;
 esac
 tail -5 "$out/${1}.log"
 exit $rc
