@@ -1,6 +1,7 @@
 """Where the response-time tail comes from: the latency section's replay (gpu_bench.py) at
 a few rates, with the pool's stream-ordered compactions logged (host time enqueued, device
-time they took, the wait for the lanes before them) and the slow updates matched to them.
+time from the end of the lanes' work before them to their end) and the slow updates
+matched to them; graph captures and collector passes counted beside them.
 
     CSM_BENCH_DEVICE_GRAPH=1 python bench/latency_tail.py [--rates 1e5,3e5] [--load-room 16,256]
 
@@ -27,10 +28,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _harness import engine  # noqa: E402
 from gpu_bench import _big_dataset, _serve  # noqa: E402
 
-_dataset = functools.cache(_big_dataset)
-
 from gpu import CountMode, warm_up  # noqa: E402
 from gpu.cuda import _updater  # noqa: E402
+
+_dataset = functools.cache(_big_dataset)
 
 
 def _logged(upd: _updater.DeviceUpdater, log: list) -> None:

@@ -44,9 +44,12 @@ from ._intrinsics import fetch_add
 from ._sets import (
     _LOW32,
     _ONE32,
+    TOKEN_LIMIT,
     _intersect,
     _mark_buffers,
     _marked,
+    _narrow,
+    _next_token,
     _scan,
     _scan_marked,
     _seen,
@@ -103,10 +106,7 @@ def _prepare(L, p, k, f, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
         row = rrow[src]
         lo, hi = rlo[src], rhi[src]
         if lab != _WILD and pl[p, F_LABEL, src] == _WILD:
-            base = np.int64(lab) << np.int64(32)
-            lo2 = lower_bound(raw[row], lo, hi, base)
-            hi = lower_bound(raw[row], lo2, hi, base + _ONE32)
-            lo = lo2
+            lo, hi = _narrow(raw[row], lo, hi, lab)
         if cnt == 0:
             rrow[L], rlo[L], rhi[L] = row, lo, hi
         else:
@@ -419,22 +419,18 @@ def _tail_marks(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_l
     last = L + 1
     lab = pl[p, F_LABEL, last]
     off = pl[p, F_NBOFF, last]
-    if mk[3, 0] + 2 >= np.int64(np.iinfo(np.int32).max):   # tokens wrap: forget every mark
+    if mk[3, 0] + 2 >= TOKEN_LIMIT:   # tokens wrap now, not between the two below
         marks[:, :] = 0
         mk[0, :] = -1
         mk[3, 0] = 0
     row = marks[last]
     if kind == 2:
-        tok = mk[3, 0] + 1
-        mk[3, 0] = tok
+        tok = _next_token(marks, mk)
         mk[0, last] = -1
         buf = raw[rrow[j0]]
         lo, hi = rlo[j0], rhi[j0]
         if pl[p, F_LABEL, j0] == _WILD:   # the set holds every label: the last level's range
-            base = np.int64(lab) << np.int64(32)
-            lo2 = lower_bound(buf, lo, hi, base)
-            hi = lower_bound(buf, lo2, hi, base + _ONE32)
-            lo = lo2
+            lo, hi = _narrow(buf, lo, hi, lab)
         t32 = np.int32(tok)
         for e in range(lo, hi):
             row[np.int32(buf[e] & _LOW32)] = t32
@@ -449,8 +445,7 @@ def _tail_marks(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_l
                   elab, ct, dt, marks, mk)
     if kind == 3:
         t1 = np.int32(tok)
-        tok = mk[3, 0] + 1
-        mk[3, 0] = tok
+        tok = _next_token(marks, mk)
         mk[0, last] = -1
         t2 = np.int32(tok)
         a, b = label_range(f[j1], lab, seg_off, seg_len, loff, key)

@@ -42,6 +42,14 @@ def _seen(key, elab, ct, dt, r, hi, x, k, el):  # type: ignore[no-untyped-def]
 
 
 @leaf
+def _narrow(buf, lo, hi, lab):  # type: ignore[no-untyped-def]
+    """The part of sorted keys buf[lo:hi] (a set of every label) in label ``lab``."""
+    base = np.int64(lab) << np.int64(32)
+    lo2 = lower_bound(buf, lo, hi, base)
+    return lo2, lower_bound(buf, lo2, hi, base + _ONE32)
+
+
+@leaf
 def _scan(key, elab, ct, dt, lo, hi, k, el, out):  # type: ignore[no-untyped-def]
     n = 0
     for i in range(lo, hi):
@@ -91,18 +99,30 @@ def _intersect(src, slo, shi, key, elab, ct, dt, lo, hi, k, el, out):  # type: i
     return w
 
 
+#: tokens a thread hands out before they wrap (marks are int32)
+TOKEN_LIMIT = np.int64(np.iinfo(np.int32).max)
+
+
+@leaf
+def _next_token(marks, mk):  # type: ignore[no-untyped-def]
+    """A mark token no mark carries yet; when tokens wrap, every mark and every level's
+    kept token is forgotten first."""
+    tok = mk[3, 0] + 1
+    if tok >= TOKEN_LIMIT:
+        marks[:, :] = 0
+        mk[0, :] = -1
+        tok = 1
+    mk[3, 0] = tok
+    return tok
+
+
 @leaf
 def _marked(L, w, lab, el, k, run, seg_off, seg_len, loff, key, elab, ct, dt, marks, mk):  # type: ignore[no-untyped-def]
     """Token with which marks[L] flags w's visible neighbours of label ``lab`` in this run;
     marked only when w (or the run) changed since level L last asked."""
     if mk[0, L] == w and mk[1, L] == run:
         return mk[2, L]
-    tok = mk[3, 0] + 1
-    if tok >= np.int64(np.iinfo(np.int32).max):   # tokens wrap: forget every mark
-        marks[:, :] = 0
-        mk[0, :] = -1   # and every level's kept token
-        tok = 1
-    mk[3, 0] = tok
+    tok = _next_token(marks, mk)
     row = marks[L]
     a, b = label_range(w, lab, seg_off, seg_len, loff, key)
     t32 = np.int32(tok)

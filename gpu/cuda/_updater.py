@@ -562,12 +562,12 @@ class DeviceUpdater:
             if fresh:   # a smaller spare's last reader ran on this stream: freed first
                 self._spare = None
                 new = self._new_pool(cap)
-            else:
-                new = self._spare
-            if fresh:   # allocated without a failure: launches captured for the other
+                # allocated without a failure: launches captured for the other pool
                 if cap > self._pcap or self._pools > 1:   # flip would read a freed pool
                     self.generation += 1
                 self._pools = 1 if cap > self._pcap else 2
+            else:
+                new = self._spare
             # vertices past meta's count have no entries
             self._pack(self._vcap, old, np.int64(0), self._tiles["gw"][_W_WM:], new)
             self._compacted((1,), (1,), (self._meta_ptr, self._cwords))
