@@ -24,11 +24,14 @@ executor") and, with --plots DIR, the two PNG curves.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
 import os
 import platform
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -416,6 +419,25 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
     return done - arrivals
 
 
+@contextlib.contextmanager
+def _collector_passes() -> Iterator[list[float]]:
+    """Seconds of each pass of Python's cyclic collector meanwhile."""
+    passes: list[float] = []
+    began = [0.0]
+
+    def watch(phase: str, info: dict) -> None:  # type: ignore[type-arg]
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            passes.append(time.perf_counter() - began[0])
+
+    gc.callbacks.append(watch)
+    try:
+        yield passes
+    finally:
+        gc.callbacks.remove(watch)
+
+
 def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
             max_query: int) -> list[str]:
     cfg, ds = _big_dataset(edges, max_query)
@@ -431,12 +453,21 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
             "|---|---|---|---|---|"]
     pts = []
     for rate in (1e3, 1e4, 1e5, 3e5, 1e6, 1e7):
+        # the last rate's engine freed before the next is built: reference cycles keep an
+        # engine until a full collection, the next one's load collects only what is
+        # garbage by then, and so an automatic full pass freed it inside a timed run (the
+        # suspected 2.5-3.8 ms stall at 100,000 updates/s; docs/benchmarks.md, stop 47)
+        eng = None
+        gc.collect()
         eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)
         n = int(min(count, max(2000, rate * 2.0)))   # at most ~2 s of arrivals per rate
         stream = ds.stream.slice(0, n)
         arr = np.cumsum(rng.exponential(1 / rate, n))
         arr -= arr[0]
-        rt = _serve(eng, stream, arr, b, wait)
+        with _collector_passes() as passes:
+            rt = _serve(eng, stream, arr, b, wait)
+        print(f"rate {rate:,.0f}: {len(passes)} collector passes, the longest "
+              f"{max(passes, default=0) * 1e3:.2f} ms", flush=True)
         span = arr[-1] + rt[-1]
         p50, p99 = np.percentile(rt, 50) * 1e3, np.percentile(rt, 99) * 1e3
         pts.append((rate, n / span, p50, p99))
