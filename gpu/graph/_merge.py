@@ -20,7 +20,8 @@ from ._pending import select_pending
 from ._prefetch import prefetch
 
 # how many pending entries ahead the merge prefetches them, their vertex's row, then its
-# version's last _TAIL entries (``_ahead``; tails of 48-256 and distances 4-48 measured)
+# version's last _TAIL entries (``merge_pending``; tails of 48-256 and distances 4-48
+# measured)
 _AHEAD_ENTRY, _AHEAD_ROW, _AHEAD_TAIL, _TAIL = 32, 16, 8, 96
 
 
@@ -149,54 +150,6 @@ def _merge_into_new(v, cap, idx, g0, g1, p_key, p_elab, p_ct, p_dt, meta, seg_of
     seg_batch[v] = meta[BATCH]
 
 
-@leaf
-def _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, lflat, lcols,
-           key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """Prefetch for the pending entries the merge reaches soon: the entries themselves
-    (``_AHEAD_ENTRY`` ahead: the pending arrays are written in arrival order and read in
-    owner order, and the versions streamed since evict them), their owner's row
-    (``_AHEAD_ROW``), then the last ``_TAIL`` entries of its version (``_AHEAD_TAIL``;
-    the row is in cache by then), where ``_merge_back`` starts and which it mostly moves.
-    ``cur``: the next entry of the row, tail and entry stages, and the last vertex whose
-    tail was fetched.
-    Without it each vertex is a chain of misses on four arrays (Enron insertion stream:
-    13k vertices, 211k entries moved); round 2's prefetch of the next vertex's tail
-    alone, by a load, gained nothing. Reads only."""
-    n = len(idx)
-    e = min(r + _AHEAD_ENTRY, n)
-    while cur[2] < e:
-        x = idx[cur[2]]
-        prefetch(p_owner, x)
-        prefetch(p_key, x)
-        prefetch(p_elab, x)
-        prefetch(p_ct, x)
-        prefetch(p_dt, x)
-        cur[2] += 1
-    e = min(r + _AHEAD_ROW, n)
-    while cur[0] < e:
-        v = p_owner[idx[cur[0]]]
-        prefetch(seg_off, v)
-        prefetch(seg_len, v)
-        if lcols:
-            prefetch(lflat, v * lcols)
-        cur[0] += 1
-    e = min(r + _AHEAD_TAIL, n)
-    while cur[1] < e:
-        v = p_owner[idx[cur[1]]]
-        cur[1] += 1
-        if v == cur[3]:
-            continue
-        cur[3] = v
-        end = seg_off[v] + seg_len[v]
-        t = max(end - _TAIL, seg_off[v])
-        while t < end:
-            prefetch(key, t)
-            prefetch(elab, t)
-            prefetch(ct, t)
-            prefetch(dt, t)
-            t += 8
-
-
 @nb.njit(cache=True, nogil=True)
 def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, seg_len,
                   seg_cap, seg_batch, loff, key, elab, ct, dt):  # type: ignore[no-untyped-def]
@@ -209,11 +162,52 @@ def merge_pending(r0, idx, p_owner, p_key, p_elab, p_ct, p_dt, meta, seg_off, se
     lflat = loff.reshape(loff.size)   # rows by position, for the prefetch
     n_idx = len(idx)
     r = r0
-    cur = np.full(4, r0, np.int64)
-    cur[3] = -1
+    # prefetch for the groups the merge reaches soon: their pending entries
+    # (_AHEAD_ENTRY ahead: written in arrival order, read in owner order, and evicted by
+    # the versions streamed since), their owner's row (_AHEAD_ROW), then the last _TAIL
+    # entries of its version (_AHEAD_TAIL; the row is in cache by then), where _merge_back
+    # starts and which it mostly moves. Without it each vertex is a chain of misses on
+    # four arrays (Enron insertion stream: 13k vertices, 211k entries moved); a
+    # prefetch of the next vertex's tail alone, by a load, gained nothing. Written here,
+    # not in a helper (a call passing these arrays a group), and seg_cap fetched too:
+    # Enron q0's merge of 2,921 versions 1.0-1.3 -> 0.83-0.96 ms (alternating runs; the
+    # same for _merge_back written here measured worse)
+    c_entry = c_row = c_tail = r0
+    last = -1
     while r < n_idx:
-        _ahead(r, cur, idx, p_owner, p_key, p_elab, p_ct, p_dt, seg_off, seg_len, lflat, lcols,
-               key, elab, ct, dt)
+        e = min(r + _AHEAD_ENTRY, n_idx)
+        while c_entry < e:
+            x = idx[c_entry]
+            prefetch(p_owner, x)
+            prefetch(p_key, x)
+            prefetch(p_elab, x)
+            prefetch(p_ct, x)
+            prefetch(p_dt, x)
+            c_entry += 1
+        e = min(r + _AHEAD_ROW, n_idx)
+        while c_row < e:
+            u = p_owner[idx[c_row]]
+            prefetch(seg_off, u)
+            prefetch(seg_len, u)
+            prefetch(seg_cap, u)
+            if lcols:
+                prefetch(lflat, u * lcols)
+            c_row += 1
+        e = min(r + _AHEAD_TAIL, n_idx)
+        while c_tail < e:
+            u = p_owner[idx[c_tail]]
+            c_tail += 1
+            if u == last:
+                continue
+            last = u
+            end = seg_off[u] + seg_len[u]
+            t = max(end - _TAIL, seg_off[u])
+            while t < end:
+                prefetch(key, t)
+                prefetch(elab, t)
+                prefetch(ct, t)
+                prefetch(dt, t)
+                t += 8
         v = p_owner[idx[r]]
         g1 = r + 1
         while g1 < n_idx and p_owner[idx[g1]] == v:
