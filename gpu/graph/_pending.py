@@ -178,17 +178,25 @@ def select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep):  # type: i
     """The entries of the unmerged edges lo..hi-1 to merge now, flagged merged: every one
     (``keep`` off), or those whose ends' labels both have ``rel`` set (the others stay
     pending: returns them as a count too)."""
-    out = np.empty(2 * (hi - lo), np.int64)
+    out = np.empty(2 * (hi - lo) + 2, np.int64)
     n = 0
     kept = 0
+    nr = len(rel)
+    top = max(nr - 1, 0)
     for j in range(lo, hi):
-        if p_mrg[j] != 0:
+        if p_mrg[j] != 0:   # merged already (a vertex deletion's merge in this batch)
             continue
-        if keep and not relevant(vlabel[p_owner[2 * j]], p_key[2 * j] >> np.int64(32), rel):
-            kept += 1
-            continue
+        # branch-free: which edges are read is a coin toss an edge (Enron q0: 3,049 of
+        # 18,383), and a jump on it mispredicted at every other toss
+        take = not keep
+        if keep and nr > 0:
+            la = np.int64(vlabel[p_owner[2 * j]])
+            lb = p_key[2 * j] >> np.int64(32)
+            inside = (la >= 0) & (la < nr) & (lb >= 0) & (lb < nr)
+            take = inside & rel[min(max(la, 0), top)] & rel[min(max(lb, 0), top)]
         out[n] = 2 * j
         out[n + 1] = 2 * j + 1
-        n += 2
-        p_mrg[j] = 1
+        n += 2 * np.int64(take)
+        kept += 1 - np.int64(take)
+        p_mrg[j] = np.uint8(take)
     return out[:n], kept
