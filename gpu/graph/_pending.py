@@ -178,13 +178,13 @@ def select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep):  # type: i
     """The entries of the unmerged edges lo..hi-1 to merge now, flagged merged: every one
     (``keep`` off), or those whose ends' labels both have ``rel`` set (the others stay
     pending: returns them as a count too)."""
-    out = np.empty(2 * (hi - lo) + 2, np.int64)
+    out = np.empty(2 * (hi - lo), np.int64)
     n = 0
     kept = 0
     nr = len(rel)
     top = max(nr - 1, 0)
     for j in range(lo, hi):
-        if p_mrg[j] != 0:   # merged already (a vertex deletion's merge in this batch)
+        if p_mrg[j] != 0:   # merged already
             continue
         # branch-free: which edges are read is a coin toss an edge (Enron q0: 3,049 of
         # 18,383), and a jump on it mispredicted at every other toss
