@@ -454,9 +454,11 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
     pts = []
     for rate in (1e3, 1e4, 1e5, 3e5, 1e6, 1e7):
         # the last rate's engine freed before the next is built: reference cycles keep an
-        # engine until a full collection, the next one's load collects only what is
-        # garbage by then, and so an automatic full pass freed it inside a timed run (the
-        # suspected 2.5-3.8 ms stall at 100,000 updates/s; docs/benchmarks.md, stop 47)
+        # engine until a full collection (the next one's load collects only what is
+        # garbage by then), and meanwhile its launches' result regions block the shared
+        # arena's ring, so the next engine's launches grow it (pinned memory, which waits
+        # for the device) or a collection frees it inside a timed run: the suspected
+        # 2.5-3.8 ms stall at 100,000 updates/s (docs/benchmarks.md, stop 47)
         eng = None
         gc.collect()
         eng = engine(BACKEND, ds.initial, qs, CountMode.EMBEDDINGS)

@@ -26,14 +26,14 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from ._device_graph import device_pointer, mapped_zeros
 
-__all__ = ["Region", "ResultArena", "shared_arena"]
+__all__ = ["Claim", "Region", "ResultArena", "shared_arena"]
 
 _ALIGN = 64
 
@@ -60,6 +60,19 @@ class Region:
     @staticmethod
     def nbytes(rows: int, nq: int) -> int:
         return (8 * (3 + nq) + 12 + 3) * rows
+
+
+class Claim(NamedTuple):
+    """Room in a chunk (``ResultArena.claim``): the chunk (keeper, host, device), where,
+    how many bytes, rows, queries, and the region's number in the ring (-1: a chunk of
+    its own)."""
+
+    chunk: tuple[Any, int, int]
+    at: int
+    need: int
+    rows: int
+    nq: int
+    number: int
 
 
 class ResultArena:
@@ -93,28 +106,38 @@ class ResultArena:
 
     def take(self, rows: int, nq: int) -> Region:
         """A region for ``rows`` rows of ``nq`` queries (at least one row)."""
-        with self._lock:
-            return self._take(max(rows, 1), nq)
+        return self.region(self.claim(rows, nq))
 
-    def _take(self, rows: int, nq: int) -> Region:
+    def claim(self, rows: int, nq: int) -> Claim:
+        """Room for a region of ``rows`` rows of ``nq`` queries, which ``region`` makes.
+        Whatever allocates or frees pinned memory happens here: both wait for the device
+        (CUDA's implicit synchronisation), so a launch that waits for its region must be
+        launched after its claim, and the region (the costly Python) may come after it."""
+        rows = max(rows, 1)
         need = _size_class(Region.nbytes(rows, nq))
         if need > self._chunk_bytes:   # a chunk of its own, gone with it: one huge batch
-            keeper, host, device = self._alloc(need)   # does not leave the ring that large
-            return Region(_buffer(keeper, host, need), device, rows, nq)
-        self._reclaim()
-        at = self._fit(need)
-        if at is None:   # the ring is blocked by regions still held: one twice as large
-            self._new_chunk(max(2 * self._size, self._chunk_bytes))
-            at = 0
-        keeper, host, device = self._chunk   # type: ignore[misc]
-        number = self._number
-        self._number += 1
-        buf = _buffer(keeper, host + at, need)
-        freed = self._freed
-        self._refs[number] = weakref.ref(buf, lambda _, k=number: freed.append(k))
-        self._live.append([number, at, at + need])
-        self._head = at + need
-        return Region(buf, device + at, rows, nq)
+            return Claim(self._alloc(need), 0, need, rows, nq, -1)   # (not the ring's size)
+        with self._lock:
+            self._reclaim()
+            at = self._fit(need)
+            if at is None:   # the ring is blocked by regions still held: one twice as large
+                self._new_chunk(max(2 * self._size, self._chunk_bytes))
+                at = 0
+            number = self._number
+            self._number += 1
+            self._live.append([number, at, at + need])
+            self._head = at + need
+            return Claim(self._chunk, at, need, rows, nq, number)   # type: ignore[arg-type]
+
+    def region(self, c: Claim) -> Region:
+        """The region of claim ``c``; the ring's room comes back once its last view goes."""
+        keeper, host, device = c.chunk
+        buf = _buffer(keeper, host + c.at, c.need)
+        if c.number >= 0:
+            freed, number = self._freed, c.number
+            with self._lock:
+                self._refs[number] = weakref.ref(buf, lambda _, k=number: freed.append(k))
+        return Region(buf, device + c.at, c.rows, c.nq)
 
     @property
     def live(self) -> int:

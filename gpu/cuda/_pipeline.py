@@ -47,7 +47,7 @@ from .._types import UpdateBatch, UpdateOp
 from ..exceptions import BackendError
 from ..graph._host import OpTable
 from ..planning._planner import PlanSet, level2_sources
-from ._arena import Region, shared_arena
+from ._arena import Claim, Region, shared_arena
 from ._device_graph import device_pointer, mapped_zeros
 from ._host_columns import finish_launch, insert_multiplicity, row_numbers, zero_subs
 from ._updater import (
@@ -207,6 +207,8 @@ class _Launch:
         #: taken when it starts, or a split batch's)
         self.region: Region | None = None
         self.row0 = 0
+        #: room for its region, claimed before its front is launched (``_stamp``)
+        self.claim: Claim | None = None
 
     @property
     def on_device(self) -> bool:
@@ -654,21 +656,28 @@ class DevicePipeline:
         self._flight.append(g)
 
     def _stamp(self, g: _Launch) -> None:
-        """Launch ``g``'s sequence number and control words (its region comes once its
-        front is launched: :meth:`_place`)."""
+        """Launch ``g``'s sequence number and control words, and room for its region
+        (the region comes once its front is launched: :meth:`_place`). The room is
+        claimed first because a new chunk of pinned memory, or the freeing of an old
+        one, waits for the device, whose front would wait for the region meanwhile: a
+        fault after 30 s with engines piling up in a process, and a 2.5-3.8 ms stall
+        where an engine still held regions in the ring (docs/benchmarks.md, stop 47)."""
         self._seq += 1
         g.seq = self._seq
         c = g.block.ctrl
         c[C_N], c[C_HOLD], c[C_SEQ], c[C_DONE] = g.n, _NO_HOLD, self._seq, 0
+        if g.region is None:
+            g.claim = self.arena.claim(g.n, self._nq)
 
     def _place(self, g: _Launch) -> None:
-        """``g``'s result region (taken now if it has none) into its control block, then
-        its sequence number after the region's words: apply_step waits for that word at
-        the end of its resolve (update.cu ``take_region``). Taken before the launch, the
-        region was 10-15 us of a lone update's path to the device and 55-150 us of a
-        one-batch Enron run's, in the host's Python."""
+        """``g``'s result region (made now from its claim if it has none) into its control
+        block, then its sequence number after the region's words: apply_step waits for
+        that word at the end of its resolve (update.cu ``take_region``). Made before the
+        launch, the region was 10-15 us of a lone update's path to the device and 55-150
+        us of a one-batch Enron run's, in the host's Python."""
         if g.region is None:
-            g.region = self.arena.take(g.n, self._nq)
+            assert g.claim is not None
+            g.region, g.claim = self.arena.region(g.claim), None
         c = g.block.ctrl
         c[C_RBASE], c[C_RROWS], c[C_RROW0] = g.region.device, g.region.rows, g.row0
         c[C_RSEQ] = g.seq

@@ -126,6 +126,39 @@ def test_a_region_held_while_the_ring_laps_it_keeps_its_rows() -> None:
     assert all((tick == m).all() for tick, m in [*kept, *window])
 
 
+def test_pinned_memory_comes_and_goes_in_a_claim_never_in_making_its_region() -> None:
+    """A pipelined launch waits on the device for its region, so whatever allocates or
+    frees a chunk (both wait for the device) happens when its room is claimed, before the
+    launch; the region made afterwards touches no chunk, and the claimed room comes back
+    once its region's last view goes."""
+    import gc
+
+    made: list[int] = []
+
+    def alloc(size: int):  # type: ignore[no-untyped-def]
+        made.append(size)
+        return numpy_chunk(size)
+
+    arena = ResultArena(1 << 12, alloc)
+    held = [arena.take(8, 1) for _ in range(4)]   # they block the ring
+    claims = [arena.claim(8, 1) for _ in range(40)]   # a new chunk, twice as large, in here
+    assert made and made[-1] > 1 << 12
+    grown = len(made)
+    regions = [arena.region(c) for c in claims]
+    big = arena.region(arena.claim(4096, 4))   # a chunk of its own, from its claim
+    assert len(made) == grown + 1
+    for i, r in enumerate(regions):
+        r.tick[:] = i
+    assert all((r.tick == i).all() for i, r in enumerate(regions)) and big.rows == 4096
+    del held, regions, big, r
+    gc.collect()
+    assert arena.live == 0
+    chunks = arena.chunks
+    for _ in range(200):   # the room came back: no more chunks
+        arena.region(arena.claim(8, 1)).tick[:] = 1
+    assert arena.chunks == chunks
+
+
 def test_a_batchs_columns_are_its_rows_of_the_region() -> None:
     """What the pipeline hands out for a launch's tickets (rows lo.. of its region, or the
     whole region): views of the region's columns, raw and sub shared read-only, the applied
