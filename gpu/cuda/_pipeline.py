@@ -659,9 +659,10 @@ class DevicePipeline:
         """Launch ``g``'s sequence number and control words, and room for its region
         (the region comes once its front is launched: :meth:`_place`). The room is
         claimed first because a new chunk of pinned memory, or the freeing of an old
-        one, waits for the device, whose front would wait for the region meanwhile: a
-        fault after 30 s with engines piling up in a process, and a 2.5-3.8 ms stall
-        where an engine still held regions in the ring (docs/benchmarks.md, stop 47)."""
+        one, waits for the device, whose front would wait for the region meanwhile (the
+        suspected cause of a fault after 30 s with engines piling up in a process, and
+        of a 2.5-3.8 ms stall where an engine still held regions in the ring:
+        docs/benchmarks.md, stop 47)."""
         self._seq += 1
         g.seq = self._seq
         c = g.block.ctrl
