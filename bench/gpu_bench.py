@@ -33,6 +33,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -419,17 +420,24 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
     return done - arrivals
 
 
+class CollectorPass(NamedTuple):
+    start: float   # time.perf_counter()
+    seconds: float
+    generation: int
+
+
 @contextlib.contextmanager
-def _collector_passes() -> Iterator[list[float]]:
-    """Seconds of each pass of Python's cyclic collector meanwhile."""
-    passes: list[float] = []
+def collector_passes() -> Iterator[list[CollectorPass]]:
+    """Each pass of Python's cyclic collector meanwhile."""
+    passes: list[CollectorPass] = []
     began = [0.0]
 
     def watch(phase: str, info: dict) -> None:  # type: ignore[type-arg]
         if phase == "start":
             began[0] = time.perf_counter()
         else:
-            passes.append(time.perf_counter() - began[0])
+            passes.append(CollectorPass(began[0], time.perf_counter() - began[0],
+                                        info["generation"]))
 
     gc.callbacks.append(watch)
     try:
@@ -466,10 +474,10 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
         stream = ds.stream.slice(0, n)
         arr = np.cumsum(rng.exponential(1 / rate, n))
         arr -= arr[0]
-        with _collector_passes() as passes:
+        with collector_passes() as passes:
             rt = _serve(eng, stream, arr, b, wait)
         print(f"rate {rate:,.0f}: {len(passes)} collector passes, the longest "
-              f"{max(passes, default=0) * 1e3:.2f} ms", flush=True)
+              f"{max((x.seconds for x in passes), default=0) * 1e3:.2f} ms", flush=True)
         span = arr[-1] + rt[-1]
         p50, p99 = np.percentile(rt, 50) * 1e3, np.percentile(rt, 99) * 1e3
         pts.append((rate, n / span, p50, p99))

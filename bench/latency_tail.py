@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _harness import engine  # noqa: E402
-from gpu_bench import _big_dataset, _serve  # noqa: E402
+from gpu_bench import _big_dataset, _serve, collector_passes  # noqa: E402
 
 from gpu import CountMode, warm_up  # noqa: E402
 from gpu.cuda import _updater  # noqa: E402
@@ -104,17 +103,9 @@ def run(rate: float, count: int, room: int, max_query: int) -> str:
     arr -= arr[0]
     pipe = eng.executor._pipeline  # type: ignore[attr-defined]
     captures = pipe.captures
-    pauses: list[float] = []
-
-    def paused(phase: str, info: dict) -> None:
-        if phase == "start":
-            pauses.append(-time.perf_counter())
-        elif pauses:
-            pauses[-1] += time.perf_counter()
-
-    gc.callbacks.append(paused)
     t0 = time.perf_counter()
-    rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
+    with collector_passes() as passes:
+        rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
     import cupy
     cupy.cuda.Device().synchronize()
     took = [cupy.cuda.get_elapsed_time(s, done) for _, s, done, _ in log]
@@ -124,7 +115,6 @@ def run(rate: float, count: int, room: int, max_query: int) -> str:
     met = np.zeros(n, bool)
     for a in at:
         met |= (arr <= a) & (a <= arr + rt)
-    gc.callbacks.remove(paused)
     captures = pipe.captures - captures
     pipe.drain()
     print("compactions on the drained engine, ms (prefix / pack / rest):", _parts(upd),
@@ -133,8 +123,8 @@ def run(rate: float, count: int, room: int, max_query: int) -> str:
     return (f"| {rate:,.0f} | {room} | {n:,} | {q[0]:.3f} | {q[1]:.3f} | {q[2]:.3f} | "
             f"{slow.sum()} | {(slow & met).sum()} | {len(log)} | "
             f"{np.median(took) if took else 0:.3f} | {max(took) if took else 0:.3f} | "
-            f"{upd.pool_capacity:,} | {captures} | {len(pauses)} | "
-            f"{max(pauses, default=0) * 1e3:.2f} |")
+            f"{upd.pool_capacity:,} | {captures} | {len(passes)} | "
+            f"{max((x.seconds for x in passes), default=0) * 1e3:.2f} |")
 
 
 def main() -> None:

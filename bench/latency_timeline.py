@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _harness import engine  # noqa: E402
-from gpu_bench import _big_dataset, _serve  # noqa: E402
+from gpu_bench import _big_dataset, _serve, collector_passes  # noqa: E402
+from latency_tail import _logged  # noqa: E402
 
 from gpu import CountMode, warm_up  # noqa: E402
 
@@ -93,45 +94,31 @@ def run(rate: float, n: int, rng: np.random.Generator, ds: Any, calls: _Calls,
     pipe = eng.executor._pipeline  # type: ignore[attr-defined]
     upd = pipe.updater
     launches: list[tuple[float, Any, Any, int, int]] = []
-    comps: list[tuple[float, Any, Any]] = []
-    passes: list[list[float]] = []
+    comps: list[tuple[float, Any, Any, int]] = []
     if detail:
-        launch, compact, submit = pipe._launch, upd.compact_in_stream, eng.submit
+        launch, submit = pipe._launch, eng.submit
 
         def logged_launch(g: Any, size: bool = False) -> None:
             t, e0 = time.perf_counter(), pipe.stream.record()
             launch(g, size)
             launches.append((t, e0, g.block.lane.stream.record(), g.n, g.block.lane.index))
 
-        def logged_compact(capacity: int = 0) -> Any:
-            t, e0 = time.perf_counter(), upd.stream.record()
-            done = compact(capacity)
-            comps.append((t, e0, done))
-            return done
-
         pipe._launch = logged_launch
-        upd.compact_in_stream = logged_compact
+        _logged(upd, comps)
         timed_submit = calls.timed("submit", submit)
         eng.submit = lambda b: _Ticket(calls, timed_submit(b))  # type: ignore[method-assign]
-
-    def watch(phase: str, info: dict) -> None:  # type: ignore[type-arg]
-        if phase == "start":
-            passes.append([time.perf_counter(), 0.0, info["generation"]])
-        elif passes:
-            passes[-1][1] = time.perf_counter()
 
     calls.done.clear()
     calls.samples.clear()
     cupy.cuda.Device().synchronize()
     ev0 = pipe.stream.record()
     ev0.synchronize()
-    gc.callbacks.append(watch)
     t0 = time.perf_counter()
-    rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
-    gc.callbacks.remove(watch)
+    with collector_passes() as passes:
+        rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
     cupy.cuda.Device().synchronize()
     q = np.percentile(rt, [50, 99, 99.9]) * 1e3
-    longest = max((b - a for a, b, _ in passes), default=0.0)
+    longest = max((x.seconds for x in passes), default=0.0)
     print(f"rate {rate:,.0f}: achieved {n / (arr[-1] + rt[-1]):,.0f} updates/s, p50 {q[0]:.3f} "
           f"p99 {q[1]:.3f} p99.9 {q[2]:.3f} max {rt.max() * 1e3:.3f} ms; {len(passes)} "
           f"collector passes, the longest {longest * 1e3:.2f} ms", flush=True)
@@ -154,14 +141,14 @@ def run(rate: float, n: int, rng: np.random.Generator, ds: Any, calls: _Calls,
             if lo <= t - t0 <= hi or lo * 1e3 - 2 <= dev(a) <= hi * 1e3:
                 print(f"    launch: host {(t - t0) * 1e3:.3f}, device {dev(a):.3f}-{dev(b):.3f} "
                       f"({dev(b) - dev(a):.3f}), {m} updates, lane {lane}")
-        for t, a, b in comps:
+        for t, a, b, _ in comps:
             if lo - 0.002 <= t - t0 <= hi:
                 print(f"    compaction: host {(t - t0) * 1e3:.3f}, "
                       f"device {dev(a):.3f}-{dev(b):.3f}")
-        for a, b, g in passes:
-            if lo <= a - t0 <= hi:
-                print(f"    collector pass (generation {g:.0f}) at {(a - t0) * 1e3:.3f}: "
-                      f"{(b - a) * 1e3:.3f} ms")
+        for x in passes:
+            if lo <= x.start - t0 <= hi:
+                print(f"    collector pass (generation {x.generation}) at "
+                      f"{(x.start - t0) * 1e3:.3f}: {x.seconds * 1e3:.3f} ms")
         for a, b, name in calls.done:
             if b - a > 2e-4 and lo <= a - t0 <= hi:
                 print(f"    {name} at {(a - t0) * 1e3:.3f}: {(b - a) * 1e3:.3f} ms")

@@ -44,7 +44,6 @@ from ._intrinsics import fetch_add
 from ._sets import (
     _LOW32,
     _ONE32,
-    TOKEN_LIMIT,
     _intersect,
     _mark_buffers,
     _marked,
@@ -53,6 +52,7 @@ from ._sets import (
     _scan,
     _scan_marked,
     _seen,
+    _tokens_left,
     _visible,
     _weigh,
     _weigh_cost,
@@ -419,10 +419,7 @@ def _tail_marks(L, kind, j0, j1, p, k, f, pl, nb_level, nb_label, seg_off, seg_l
     last = L + 1
     lab = pl[p, F_LABEL, last]
     off = pl[p, F_NBOFF, last]
-    if mk[3, 0] + 2 >= TOKEN_LIMIT:   # tokens wrap now, not between the two below
-        marks[:, :] = 0
-        mk[0, :] = -1
-        mk[3, 0] = 0
+    _tokens_left(marks, mk, 2)   # tokens wrap now, not between the two below
     row = marks[last]
     if kind == 2:
         tok = _next_token(marks, mk)

@@ -104,14 +104,20 @@ TOKEN_LIMIT = np.int64(np.iinfo(np.int32).max)
 
 
 @leaf
-def _next_token(marks, mk):  # type: ignore[no-untyped-def]
-    """A mark token no mark carries yet; when tokens wrap, every mark and every level's
-    kept token is forgotten first."""
-    tok = mk[3, 0] + 1
-    if tok >= TOKEN_LIMIT:
+def _tokens_left(marks, mk, n):  # type: ignore[no-untyped-def]
+    """At least ``n`` tokens before they wrap: else every mark and every level's kept
+    token is forgotten now, and tokens start again."""
+    if mk[3, 0] + n >= TOKEN_LIMIT:
         marks[:, :] = 0
         mk[0, :] = -1
-        tok = 1
+        mk[3, 0] = 0
+
+
+@leaf
+def _next_token(marks, mk):  # type: ignore[no-untyped-def]
+    """A mark token no mark carries yet (``_tokens_left``: they may wrap first)."""
+    _tokens_left(marks, mk, 1)
+    tok = mk[3, 0] + 1
     mk[3, 0] = tok
     return tok
 

@@ -182,7 +182,7 @@ def select_pending(p_owner, p_key, p_mrg, lo, hi, vlabel, rel, keep):  # type: i
     n = 0
     kept = 0
     nr = len(rel)
-    top = max(nr - 1, 0)
+    top = nr - 1   # (read only when nr > 0)
     for j in range(lo, hi):
         if p_mrg[j] != 0:   # merged already
             continue
