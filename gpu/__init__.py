@@ -3,6 +3,7 @@
     _types.py, _results.py   updates, statuses, counts and listings (the public records)
     _engine.py               Engine: queries, batches in flight, results in order
     _executor.py             the one executor interface, tasks and units, the registry
+    _jit.py, _intrinsics.py  numba helpers: leaf functions, atomic fetch-and-add
     graph/                   the host multi-version graph and the external-id map
     planning/                queries, symmetry, matching plans
     cpu/                     the CPU executor (numba), the reference

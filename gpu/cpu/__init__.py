@@ -4,7 +4,6 @@ host graph, in numba, on every core.
     _executor.py    CpuExecutor (registered as "cpu")
     _kernels.py     the per-task search: candidates, intersections, counting
     _sets.py        sorted-set intersections (merge and galloping)
-    _intrinsics.py  numba intrinsics the kernels need
 """
 
 from ._executor import CpuExecutor

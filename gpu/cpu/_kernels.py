@@ -19,6 +19,7 @@ import os
 import numba as nb
 import numpy as np
 
+from .._intrinsics import fetch_add
 from .._jit import leaf
 from .._types import MAX_QUERY_VERTICES, WILDCARD
 from ..graph._kernels import lower_bound, make_key
@@ -40,7 +41,6 @@ from ..planning._planner import (
     F_REUSE,
     F_VERTEX,
 )
-from ._intrinsics import fetch_add
 from ._sets import (
     _LOW32,
     _ONE32,

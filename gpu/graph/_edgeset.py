@@ -4,7 +4,8 @@ An insertion's status needs to know whether its pair is alive: a search of the l
 range of one end's version (a row of label offsets, then a binary search: misses on a
 hub) and a probe of the pending table. One probe of this table answers it, and a missing
 delete likewise (issue 20: Enron's insertion runs are bound by the updater's searches).
-Open addressing with linear probing over a power-of-two table; a removed pair leaves a
+Open addressing with linear probing over a power-of-two table in two halves
+(``_halves``: the updater's two threads own one each); a removed pair leaves a
 tombstone. The updater adds a pair when an insertion applies and removes it when the
 edge is deleted (a vertex deletion removes its edges); load and restore build it.
 """
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._jit import leaf
+from ._halves import half_home, half_next
 from ._idmap import _hash
 
 __all__ = ["EdgeSet", "es_add", "es_drop", "es_find", "es_put", "es_remove"]
@@ -26,7 +28,7 @@ COUNT, TOMBS = 0, 1
 
 
 class EdgeSet:
-    """Room for ``pairs`` at half load at least."""
+    """Room for ``pairs`` under half load."""
 
     def __init__(self, pairs: int = 0) -> None:
         self.keys = np.full(_size(pairs), _EMPTY, np.int64)
@@ -37,9 +39,9 @@ class EdgeSet:
         return self.keys, self.vals, self.st
 
     def reserve(self, extra: int) -> None:
-        """Room for ``extra`` more pairs at half load (tombstones count: a rebuild drops
-        them)."""
-        if 2 * (int(self.st[COUNT]) + int(self.st[TOMBS]) + extra) <= len(self.keys):
+        """Room for ``extra`` more pairs under half load (tombstones count: a rebuild drops
+        them): a half then always has an empty slot, even if every pair fell in it."""
+        if 2 * (int(self.st[COUNT]) + int(self.st[TOMBS]) + extra) < len(self.keys):
             return
         # rebuilt at a quarter load at most: at half, a sliding window (as many deletions
         # as insertions a batch) just under a power of two would rebuild every batch
@@ -58,21 +60,21 @@ class EdgeSet:
 
 
 def _size(pairs: int) -> int:
-    """Slots for ``pairs``: a load of a quarter to a half. At a quarter to an eighth
+    """Slots for ``pairs``: a load of a quarter to under a half. At a quarter to an eighth
     (Enron: 8 MB of keys) the probe of each insertion missed the cache for 55% of
     ``apply_batch``'s samples; half the table took it from 1.7 to 1.25 ms."""
-    return 1 << max(4, (2 * max(pairs, 1) - 1).bit_length())
+    return 1 << max(4, (2 * max(pairs, 1)).bit_length())
 
 
 @leaf
 def es_find(keys, pair):  # type: ignore[no-untyped-def]
     """The slot holding ``pair`` (its label: vals[slot]), or -1."""
     mask = np.uint64(len(keys) - 1)
-    i = _hash(pair) & mask
+    i = half_home(_hash(pair), mask)
     while keys[i] != _EMPTY:
         if keys[i] == pair:
             return np.int64(i)
-        i = (i + np.uint64(1)) & mask
+        i = half_next(i, mask)
     return np.int64(-1)
 
 
@@ -99,9 +101,9 @@ def es_drop(keys, st, i):  # type: ignore[no-untyped-def]
 def es_add(keys, vals, st, pair, label):  # type: ignore[no-untyped-def]
     """Add ``pair`` (absent; the caller reserved room)."""
     mask = np.uint64(len(keys) - 1)
-    i = _hash(pair) & mask
+    i = half_home(_hash(pair), mask)
     while keys[i] != _EMPTY and keys[i] != _TOMB:
-        i = (i + np.uint64(1)) & mask
+        i = half_next(i, mask)
     es_put(keys, vals, st, i, pair, label)
 
 

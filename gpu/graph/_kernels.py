@@ -19,6 +19,7 @@ from ._edgeset import _TOMB as _ES_TOMB
 from ._edgeset import COUNT as _ES_COUNT
 from ._edgeset import TOMBS as _ES_TOMBS
 from ._edgeset import es_drop, es_find, es_remove
+from ._halves import half_home, half_next
 from ._idmap import _hash, set_direct, slot_of
 from ._pending import _EMPTY as _P_EMPTY
 from ._pending import BASE, COUNT, DEFERRED, find_pending, pair_of, relevant
@@ -319,10 +320,10 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 pa, pb = direct[xa], direct[ya]
                 if pa >= 0 and pb >= 0:
                     hp = _hash(pair_of(pa, pb))
-                    prefetch(e_keys, hp & emask)
-                    prefetch(h_key, hp & hmask)
+                    prefetch(e_keys, half_home(hp, emask))
+                    prefetch(h_key, half_home(hp, hmask))
                     if ops[ahead] == _DEL_E:   # a deletion reads the pair's label
-                        prefetch(e_vals, hp & emask)
+                        prefetch(e_vals, half_home(hp, emask))
                     prefetch(vlabel, pa)
                     prefetch(vlabel, pb)
                     prefetch(vdeg, pa)
@@ -415,7 +416,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
             pair = pair_of(a, b)
             # the edge set's probe (es_probe written here): alive, or the first tombstone
             # or empty slot on the pair's walk, which the insertion fills below
-            slot = _hash(pair) & emask
+            slot = half_home(_hash(pair), emask)
             free = np.int64(-1)
             alive = False
             while e_keys[slot] != _ES_EMPTY:
@@ -424,7 +425,7 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                     break
                 if e_keys[slot] == _ES_TOMB and free < 0:
                     free = np.int64(slot)
-                slot = (slot + np.uint64(1)) & emask
+                slot = half_next(slot, emask)
             if alive:   # in a version or pending
                 o_status[j] = _IGNORED
                 n_out += 1
@@ -446,9 +447,9 @@ def apply_batch(i0, n_out, ops, src, dst, lab, keys, vals, used, direct, meta,
                 p_owner[2 * pn + 1], p_key[2 * pn + 1] = b, make_key(vlabel[a], a)
                 p_elab[2 * pn + 1], p_ct[2 * pn + 1], p_dt[2 * pn + 1] = lb, t, _INF
                 p_mrg[pn] = 0
-                hs = _hash(pair) & hmask
+                hs = half_home(_hash(pair), hmask)
                 while h_key[hs] != _P_EMPTY and h_key[hs] != pair:
-                    hs = (hs + np.uint64(1)) & hmask
+                    hs = half_next(hs, hmask)
                 h_key[hs] = pair
                 h_val[hs] = pn
             else:

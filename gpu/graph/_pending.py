@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from .._jit import leaf
 from .._types import INF_TICK
+from ._halves import half_home, half_next
 from ._idmap import _hash
 
 # pst slots: the first edge of the batch being applied (those below are merged or
@@ -103,7 +104,8 @@ class Pending:
 
 
 def _slots(edges: int) -> int:
-    """The pair table's size for ``edges`` pending edges (load at most 1/2)."""
+    """The pair table's size for ``edges`` pending edges (load under 1/2: a half of it
+    (``_halves``) always has an empty slot)."""
     return 1 << max(1, (2 * edges).bit_length())
 
 
@@ -116,9 +118,9 @@ def pair_of(a, b):  # type: ignore[no-untyped-def]
 @nb.njit(cache=True, nogil=True, inline="always")
 def _slot(h_key, pair):  # type: ignore[no-untyped-def]
     mask = np.uint64(len(h_key) - 1)
-    i = _hash(pair) & mask
+    i = half_home(_hash(pair), mask)
     while h_key[i] != _EMPTY and h_key[i] != pair:
-        i = (i + np.uint64(1)) & mask
+        i = half_next(i, mask)
     return i
 
 

@@ -97,6 +97,52 @@ def test_in_place_edge_batches_equal_copy_on_write(b: int) -> None:
     _run(None, s, [b])
 
 
+@pytest.fixture
+def halves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every in-place batch resolved on two threads by pair (``gpu.graph._split``), however
+    small and however many cores."""
+    import gpu.graph._host as host
+
+    monkeypatch.setattr(host, "HALVES_UPDATES", 1)
+    monkeypatch.setattr(host, "_CORES", 2)
+
+
+def _edges_only(s: UpdateBatch) -> UpdateBatch:
+    e = np.flatnonzero(s.op <= 1)
+    return UpdateBatch.build(np.arange(len(e)), s.op[e], s.src[e], s.dst[e], s.label[e])
+
+
+@pytest.mark.parametrize("b", [1, 7, 64, 4096])
+def test_batches_resolved_in_halves_equal_copy_on_write(halves: None, b: int) -> None:
+    """Split by pair over two threads: pairs inserted, deleted and re-inserted many times
+    within a batch (an insertion's entry ended in its own batch, an older pending one
+    ended, a pair's last insertion holding the table), duplicates, missing deletes,
+    self-loops and wildcards, in batches of 1 to 4096: every primitive update, tick,
+    degree and version as the serial loop gives them."""
+    _run(None, _edges_only(raw_stream(seed=b + 21, n=9000, ids=50)), [b])
+
+
+@pytest.mark.parametrize("relevant", [frozenset({0}), frozenset({1, 3})])
+def test_deferred_edges_resolved_in_halves(halves: None, relevant: frozenset[int]) -> None:
+    """Deferred edges ended by later batches (an older pending entry), deletions logged
+    in both logs (in order: the deferred edges' log is applied when they are merged), and
+    vertex operations now and then, where both threads stop and the serial loop goes on."""
+    rng = np.random.default_rng(7 + len(relevant))
+    sizes = [int(x) for x in rng.integers(1, 3000, 12)]
+    _run(None, raw_stream(seed=13, n=12000, ids=90, hub_every=9, vertex_ops=0.002), sizes,
+         lag=2, relevant=relevant)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_loaded_graph_resolved_in_halves(halves: None, seed: int) -> None:
+    """Small dense ids (the direct array) and new vertices (an insertion naming one stops
+    both threads) on a loaded power-law graph."""
+    ds = generate(GenConfig(vertices=2000, edges=12000, labels=4, queries=1,
+                            insert_ratio=0.3, delete_ratio=0.1, seed=seed))
+    stream = UpdateBatch.concat([ds.stream, _edges_only(raw_stream(seed, 4000, ids=400))])
+    _run(ds.initial, stream, [4096, 513, 2000], lag=3)
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_in_place_on_a_loaded_power_law_graph(seed: int) -> None:
     ds = generate(GenConfig(vertices=2000, edges=12000, labels=4, queries=1,

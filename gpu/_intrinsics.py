@@ -2,7 +2,8 @@
 
 ``prange`` splits its range statically, so when one thread is slowed (the other core
 busy, or a few heavy tasks) the other waits at the end; threads that take their next
-task from a shared counter (:func:`fetch_add`) balance themselves.
+task from a shared counter (:func:`fetch_add`) balance themselves (the CPU executor's
+units). The updater's two threads (``graph/_split``) meet between their phases on one.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ def _pointer(context: Any, builder: Any, aryty: Any, arr: Any, idx: Any) -> Any:
 
 @intrinsic
 def fetch_add(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:  # noqa: ARG001
-    """``arr[idx] += val`` atomically (int64 array); returns the value before."""
-    if not isinstance(arr, types.Array) or arr.dtype != types.int64:
+    """``arr[idx] += val`` atomically (an int32 or int64 array; ``val`` cast to its
+    type); returns the value before. Sequentially consistent: with ``val`` 0 it is a load
+    that the compiler keeps inside a spin loop and orders before the loads after it."""
+    if not isinstance(arr, types.Array) or arr.dtype not in (types.int32, types.int64):
         return None
-    sig = types.int64(arr, types.intp, types.int64)
+    sig = arr.dtype(arr, types.intp, arr.dtype)
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         ptr = _pointer(context, builder, sig.args[0], args[0], args[1])
-        return builder.atomic_rmw("add", ptr, args[2], "monotonic")
+        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
 
     return sig, codegen
