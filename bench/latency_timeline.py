@@ -1,7 +1,8 @@
 """What the slowest updates of the latency replay waited for: gpu_bench's latency sequence
 (one generator over the rates, a fresh engine a rate, triangles or queries of 3-5
 vertices) with a host and device timeline around the worst updates of chosen rates:
-every launch (host enqueue, device start and end, from events), the pool's compactions,
+every launch (host enqueue, device start, the front's end and the back's, from events: a
+front that waits for SMs which other lanes' matching holds shows here), the pool's compactions,
 the collector's passes, the engine calls that took over 0.2 ms, and stack samples of
 calls that ran over 0.5 ms (a sampling thread; it makes the interpreter switch threads
 every 0.2 ms, so absolute figures are a little worse than the bench's).
@@ -93,15 +94,16 @@ def run(rate: float, n: int, rng: np.random.Generator, ds: Any, calls: _Calls,
     arr -= arr[0]
     pipe = eng.executor._pipeline  # type: ignore[attr-defined]
     upd = pipe.updater
-    launches: list[tuple[float, Any, Any, int, int]] = []
+    launches: list[tuple[float, Any, Any, Any, int, int]] = []
     comps: list[tuple[float, Any, Any, int]] = []
     if detail:
         launch, submit = pipe._launch, eng.submit
 
         def logged_launch(g: Any, size: bool = False) -> None:
             t, e0 = time.perf_counter(), pipe.stream.record()
-            launch(g, size)
-            launches.append((t, e0, g.block.lane.stream.record(), g.n, g.block.lane.index))
+            launch(g, size)   # then: the front's end (the updater's stream), the back's
+            ef = pipe.stream.record()
+            launches.append((t, e0, ef, g.block.lane.stream.record(), g.n, g.block.lane.index))
 
         pipe._launch = logged_launch
         _logged(upd, comps)
@@ -128,6 +130,13 @@ def run(rate: float, n: int, rng: np.random.Generator, ds: Any, calls: _Calls,
     def dev(e: Any) -> float:
         return float(cupy.cuda.get_elapsed_time(ev0, e))
 
+    fronts = np.array([dev(f) - dev(a) for _, a, f, _, _, _ in launches])
+    backs = np.array([dev(b) - dev(f) for _, _, f, b, _, _ in launches])
+    for name, x in (("fronts", fronts), ("backs", backs)):
+        if len(x):
+            p = np.percentile(x, [50, 99])
+            print(f"  {len(x)} {name}: p50 {p[0]:.3f} p99 {p[1]:.3f} max {x.max():.3f} ms, "
+                  f"{int((x > 0.2).sum())} over 0.2 ms")
     worst: list[int] = []
     for k in np.argsort(-rt):   # the three worst updates 10 ms apart
         if all(abs(arr[k] - arr[w]) >= 0.01 for w in worst):
@@ -137,10 +146,11 @@ def run(rate: float, n: int, rng: np.random.Generator, ds: Any, calls: _Calls,
     for k in worst:
         lo, hi = arr[k] - 0.0005, arr[k] + rt[k] + 0.0002
         print(f"  update {k}: arrival {arr[k] * 1e3:.3f} ms, response {rt[k] * 1e3:.3f} ms")
-        for t, a, b, m, lane in launches:
+        for t, a, f, b, m, lane in launches:
             if lo <= t - t0 <= hi or lo * 1e3 - 2 <= dev(a) <= hi * 1e3:
                 print(f"    launch: host {(t - t0) * 1e3:.3f}, device {dev(a):.3f}-{dev(b):.3f} "
-                      f"({dev(b) - dev(a):.3f}), {m} updates, lane {lane}")
+                      f"({dev(b) - dev(a):.3f}; front {dev(f) - dev(a):.3f}), {m} updates, "
+                      f"lane {lane}")
         for t, a, b, _ in comps:
             if lo - 0.002 <= t - t0 <= hi:
                 print(f"    compaction: host {(t - t0) * 1e3:.3f}, "
