@@ -55,7 +55,7 @@ BESIDE_EDGES = 2048
 #: two threads, split by pair (``_split``): Enron's 18,383 insertions 3.0-3.7 -> 2.2-2.6
 #: ms; its 18,383 deletions, cheaper a piece in the serial loop (no pending entry to
 #: write), 1.4-2.3 -> 1.6-2.5, so a batch of mostly deletions stays serial
-HALVES_UPDATES = 4096
+HALVES_INSERTS = 4096
 _CORES = os.cpu_count() or 1
 
 
@@ -426,7 +426,7 @@ class HostGraph:
             self._store = pend   # deferred edges stay the graph's whatever happens
         i, n_out, stuck = 0, 0, -1
         try:
-            if inserts >= HALVES_UPDATES and _CORES > 1 and not self.copy_on_write:
+            if inserts >= HALVES_INSERTS and _CORES > 1 and not self.copy_on_write:
                 i, n_out = self._apply_halves(batch, out, pend, log, ended)
             while True:
                 i, n_out, code = K.apply_batch(

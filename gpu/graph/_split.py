@@ -85,7 +85,7 @@ class Records:
         self.ctr = np.zeros(5, np.int64)      # _ADDS, _DROPS, _REUSED, _INSERTED, _BASE
 
     def arrays(self) -> tuple[npt.NDArray[np.generic], ...]:
-        """``resolve_half``'s record arguments."""
+        """``run_half``'s arguments of this thread's view (x_* or y_*)."""
         return (self.own, self.pa, self.pb, self.idx, self.kind, self.a, self.b, self.el,
                 self.aux, self.ctr)
 

@@ -103,7 +103,7 @@ def halves(monkeypatch: pytest.MonkeyPatch) -> None:
     small and however many cores."""
     import gpu.graph._host as host
 
-    monkeypatch.setattr(host, "HALVES_UPDATES", 1)
+    monkeypatch.setattr(host, "HALVES_INSERTS", 1)
     monkeypatch.setattr(host, "_CORES", 2)
 
 
