@@ -31,7 +31,7 @@ from ._result_columns import result_columns
 from ._results import BatchResult, BatchStats, Listing
 from ._types import CountMode, UpdateBatch, UpdateOp
 from .exceptions import EngineError, UnknownQueryError
-from .graph._host import BESIDE_EDGES, HostGraph, LoadStats, OpTable
+from .graph._host import BESIDE_EDGES, HALVES_INSERTS, HostGraph, LoadStats, OpTable
 from .planning._planner import PlanSet, QueryPlan, plan_query
 from .planning._query import Query
 
@@ -516,6 +516,11 @@ def warm_up(backend: str = "cpu") -> None:
         eng.drain()
         eng.graph.compact()   # garbage collection: its first run would stall a live stream
         eng.apply(UpdateBatch.build([4], [UpdateOp.INSERT_EDGE], [1], [3], [0]))
+        # a batch with enough insertions for the updater's two threads (in place: the
+        # CPU's graph), on pairs of 128 ids
+        k = np.arange(HALVES_INSERTS)
+        eng.apply(UpdateBatch.build(5 + k, np.zeros(len(k)), 1 + k % 128, 2 + k % 128 + k // 128,
+                                    np.zeros(len(k))))
     if backend == "gpu":   # the device pipeline and its garbage collection in stream order
         eng = Engine(backend, options=ExecutorOptions(device_graph=True))
         eng.load_graph([], [], [1, 2], [2, 3], [0, 0])
