@@ -59,8 +59,8 @@ __all__ = ["Records", "finish_counts", "run_half"]
 # what a record says of its update: an insertion, an ended edge (a pending one, this
 # batch's or older; one logged in the deferred edges' log or the batch's), the rest
 R_INSERT, R_END, R_DLOG, R_LLOG, R_IGNORED, R_LOOP, R_WILD = range(7)
-# count_kinds' slots: applied updates, insertions, deferred-log and batch-log deletions
-_APPLIED_N, _INSERTS_N, _DLOG_N, _LLOG_N = range(4)
+# count_kinds' slots: applied updates, deferred-log and batch-log deletions
+_APPLIED_N, _DLOG_N, _LLOG_N = range(3)
 # a thread's counters: edge-set pairs added, dropped, tombstones reused; insertions, and
 # where its pending entries start
 _ADDS, _DROPS, _REUSED, _INSERTED, _BASE = range(5)
@@ -246,12 +246,11 @@ def resolve_half(me, i0, base, ops, src, dst, lab, keys, vals, used, direct, vla
 
 @nb.njit(cache=True, nogil=True)
 def count_kinds(r_kind, hi, out):  # type: ignore[no-untyped-def]
-    """Into ``out``: of records 0..hi-1, the applied updates, insertions and logged
-    deletions of each log (added to what it holds)."""
+    """Into ``out``: of records 0..hi-1, the applied updates and the logged deletions of
+    each log (added to what it holds)."""
     for r in range(hi):
         k = r_kind[r]
         out[_APPLIED_N] += k <= R_LLOG
-        out[_INSERTS_N] += k == R_INSERT
         out[_DLOG_N] += k == R_DLOG
         out[_LLOG_N] += k == R_LLOG
 
@@ -331,14 +330,14 @@ def _degrees(vdeg, r_kind, r_a, r_b, n):  # type: ignore[no-untyped-def]
 @nb.njit(cache=True, nogil=True)
 def _split_point(x_idx, x_kind, xn, y_idx, y_kind, yn, mid, out):  # type: ignore[no-untyped-def]
     """The records of both threads before update ``mid``: into ``out`` the first of each
-    (slots 4 and 5) and their counts (count_kinds')."""
+    (slots 3 and 4) and their counts (count_kinds')."""
     cx = np.searchsorted(x_idx[:xn], mid)
     cy = np.searchsorted(y_idx[:yn], mid)
     out[:] = 0
     count_kinds(x_kind, cx, out)
     count_kinds(y_kind, cy, out)
-    out[4] = cx
-    out[5] = cy
+    out[3] = cx
+    out[4] = cy
 
 
 @nb.njit(cache=True, nogil=True)
@@ -376,10 +375,10 @@ def run_half(me, i0, base, ops, src, dst, lab, keys, vals, used, direct, vlabel,
     if me == 0:
         finish_range(i0, mid, i0, tick, dl, ll, 0, 0, True, *cols)
     else:
-        before = np.zeros(6, np.int64)
+        before = np.zeros(5, np.int64)
         _split_point(x_idx, x_kind, xn, y_idx, y_kind, yn, mid, before)
         finish_range(mid, stop, mid, tick + before[_APPLIED_N], dl + before[_DLOG_N],
-                     ll + before[_LLOG_N], before[4], before[5], False, *cols)
+                     ll + before[_LLOG_N], before[3], before[4], False, *cols)
     return stop
 
 
@@ -391,17 +390,17 @@ def finish_counts(x: Records, y: Records, sync: npt.NDArray[np.int64],
     """After both threads' ``run_half``: the graph's counters, the pending store's count
     (thread 0's room past its insertions flagged merged: nothing reads it) and the logs'
     lengths."""
-    total = np.zeros(6, np.int64)
+    total = np.zeros(3, np.int64)   # (the logs': an applied update adds or drops a pair)
     count_kinds(x.kind, int(sync[2]), total)
     count_kinds(y.kind, int(sync[3]), total)
-    applied, inserts = int(total[_APPLIED_N]), int(total[_INSERTS_N])
-    meta[tick_slot] += applied
-    meta[edge_slot] += inserts - (applied - inserts)
+    adds = int(x.ctr[_ADDS] + y.ctr[_ADDS])
+    drops = int(x.ctr[_DROPS] + y.ctr[_DROPS])
+    meta[tick_slot] += adds + drops
+    meta[edge_slot] += adds - drops
     end_x, base_y = int(x.ctr[_BASE] + x.ctr[_INSERTED]), int(y.ctr[_BASE])
     p_mrg[end_x:base_y] = 1
     pst[count_slot] = base_y + int(y.ctr[_INSERTED])
     dlen[0] += int(total[_DLOG_N])
     llen[0] += int(total[_LLOG_N])
-    drops = int(x.ctr[_DROPS] + y.ctr[_DROPS])
-    e_st[_ES_COUNT] += int(x.ctr[_ADDS] + y.ctr[_ADDS]) - drops
+    e_st[_ES_COUNT] += adds - drops
     e_st[_ES_TOMBS] += drops - int(x.ctr[_REUSED] + y.ctr[_REUSED])
