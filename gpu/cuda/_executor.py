@@ -20,7 +20,8 @@ over PCIe. Results are identical in both modes.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from ..ooc._cache import DeviceCache, Loaded, by_value, fit
 from ..ooc._estimate import Estimate, WalkConfig, estimate_reads
 from ..planning._planner import PlanSet, level2_sources
 from ._device_graph import DeviceGraph
+from ._partition import Partition, partition
 from ._pipeline import BatchTicket, DevicePipeline, SplitTicket
 from ._updater import DeviceGraphView, DeviceUpdater
 from .kernels import QUEUE_COUNTERS, WARPS_PER_BLOCK, cupy_or_raise, kernel, sm_count
@@ -51,6 +53,16 @@ from .kernels import QUEUE_COUNTERS, WARPS_PER_BLOCK, cupy_or_raise, kernel, sm_
 __all__ = ["GpuConfig", "GpuExecutor"]
 
 M = MAX_QUERY_VERTICES
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BackendError(f"{name} must be an integer, not {raw!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +113,20 @@ class GpuConfig:
     #: launch fails (they must all run at once; where they cannot, e.g. under an MPS share
     #: smaller than the GPU, a clear error instead of a hang; 0: no limit)
     resolver_timeout_s: float = 30.0
+    #: SMs the updater's kernels keep to themselves (green contexts, gpu/cuda/_partition.py;
+    #: rounded up to the device's granule, 8 on sm_90): a small launch's resolver then
+    #: never waits for matching to leave an SM, and matching runs on the rest. 0: one
+    #: context, every kernel on every SM (the default reads CSM_GPU_FRONT_SMS)
+    front_sms: int = field(default_factory=lambda: _env_int("CSM_GPU_FRONT_SMS", 0))
 
 
 class _Slot:
     """One batch in flight: its stream, its share of the candidate rows, its counter."""
 
-    def __init__(self, cp: Any, stack: Any, queue_records: int) -> None:
-        self.stream = cp.cuda.Stream(non_blocking=True)
+    def __init__(self, cp: Any, stack: Any, queue_records: int,
+                 part: Partition | None) -> None:
+        self.stream = (part.match_stream() if part is not None
+                       else cp.cuda.Stream(non_blocking=True))
         self.stack = stack
         with self.stream:
             # next unit, queue head / tail, pushed, done, finished, consumers: a line each
@@ -171,9 +190,14 @@ class GpuExecutor:
 
         self._pinned = cupyx.empty_pinned
         self.config = c = config or GpuConfig()
+        #: the updater's SMs and the match lanes' (None: one context, all SMs for both)
+        self.partition = (partition(int(cp.cuda.Device().id), c.front_sms)
+                          if c.front_sms else None)
         # the highest priority (CUDA clamps the number): resolving the next batch is on
         # the critical path, matching of earlier batches on the slot streams is not
-        self.update_stream = cp.cuda.Stream(non_blocking=True, priority=-(1 << 10))
+        self.update_stream = (self.partition.front_stream(-(1 << 10))
+                              if self.partition is not None
+                              else cp.cuda.Stream(non_blocking=True, priority=-(1 << 10)))
         if c.resolver_timeout_s < 0:
             raise BackendError(f"resolver_timeout_s must be >= 0 (0: no limit), not "
                                f"{c.resolver_timeout_s}")
@@ -187,7 +211,8 @@ class GpuExecutor:
         self._pipeline: DevicePipeline | None = None
         if c.device_graph and not c.graph_budget_bytes:
             self.graph = DeviceUpdater(stream=self.update_stream,
-                                       timeout_s=c.resolver_timeout_s)
+                                       timeout_s=c.resolver_timeout_s,
+                                       grid=self.partition.front_sms if self.partition else 0)
             self.owned_graph = DeviceGraphView(self.graph)
         else:
             self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)
@@ -195,8 +220,9 @@ class GpuExecutor:
         self._next_cache = 0
         self._by_degree: tuple[int, npt.NDArray[np.int64]] = (-1, np.zeros(0, np.int64))
         self._match = kernel("match", "match_units")
-        self.sm_count = sm_count()
-        self._slots = _slot_pool(c.stack_bytes, c.depth, c.queue_records)
+        #: the SMs match launches run on
+        self.sm_count = self.partition.match_sms if self.partition is not None else sm_count()
+        self._slots = _slot_pool(c.stack_bytes, c.depth, c.queue_records, self.partition)
         khz = int(cp.cuda.Device().attributes["ClockRate"])
         self._split_cycles = int(c.split_us * khz / 1000)
         self._next_slot = 0
@@ -549,7 +575,8 @@ def _endpoints(view: DeviceGraphView, tasks: MatchTasks) -> tuple[_Endpoints, Ma
 
 
 @functools.cache
-def _slot_pool(stack_bytes: int, depth: int, queue_records: int) -> list[_Slot]:
+def _slot_pool(stack_bytes: int, depth: int, queue_records: int,
+               part: Partition | None) -> list[_Slot]:
     """The streams and candidate rows of batches in flight, one pool per process: every
     executor takes turns on the same slots, and a slot's next user first waits for its
     ticket, so no two kernels ever share rows. ``stack_bytes`` 0: a quarter of the device
@@ -558,8 +585,9 @@ def _slot_pool(stack_bytes: int, depth: int, queue_records: int) -> list[_Slot]:
     cp = cupy_or_raise()
     nbytes = stack_bytes or min(8 << 30, cp.cuda.runtime.memGetInfo()[0] // 4)
     stack = cp.empty(nbytes // 8, np.int64)
-    part = len(stack) // depth
-    return [_Slot(cp, stack[i * part:(i + 1) * part], queue_records) for i in range(depth)]
+    share = len(stack) // depth
+    return [_Slot(cp, stack[i * share:(i + 1) * share], queue_records, part)
+            for i in range(depth)]
 
 
 def _factory(options: ExecutorOptions) -> GpuExecutor:
