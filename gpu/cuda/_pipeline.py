@@ -409,7 +409,8 @@ class DevicePipeline:
     def _graphs(self, block: _Block) -> tuple[dict[int, Any], Any]:
         """The block's graphs for the current layout, captured if new (pointers and sizes
         baked in): its fronts on the updater's stream, one per grid of :meth:`_grids`, and
-        its back on its lane's (a captured graph runs on whichever stream launches it).
+        its back on its lane's (a captured kernel runs on the SMs of the stream it was
+        captured on, whichever stream launches it).
         Both pools that garbage collection alternates between keep theirs; any other change
         drops them all."""
         key = self._key()
@@ -424,16 +425,21 @@ class DevicePipeline:
                         self._front(block, *args, grid=grid)
                     finally:
                         fronts[grid] = s.end_capture()
-                s.begin_capture()
-                try:
-                    self._back(block, *args)
-                finally:
-                    back = s.end_capture()
                 # a graph's first launch uploads it to the device: done here, at set-up,
                 # not on a batch's path (each on the stream that launches it)
                 for front in fronts.values():
                     front.upload(s)
-            back.upload(block.lane.stream)
+            # the back on its lane's stream: a captured kernel keeps the context of the
+            # stream it was captured on, so with the SMs split (gpu/cuda/_partition.py) a
+            # back captured on the updater's stream matched on the updater's SMs alone
+            ls = block.lane.stream
+            with ls:
+                ls.begin_capture()
+                try:
+                    self._back(block, *args)
+                finally:
+                    back = ls.end_capture()
+            back.upload(ls)
             if any(k[0] != key[0] or k[2:] != key[2:] for k in block.graphs):
                 block.graphs.clear()
             self.captures += 1
