@@ -113,10 +113,10 @@ class GpuConfig:
     #: launch fails (they must all run at once; where they cannot, e.g. under an MPS share
     #: smaller than the GPU, a clear error instead of a hang; 0: no limit)
     resolver_timeout_s: float = 30.0
-    #: SMs the updater's kernels keep to themselves (green contexts, gpu/cuda/_partition.py;
+    #: SMs matching leaves free (its lanes in a green context, gpu/cuda/_partition.py;
     #: rounded up to the device's granule, 8 on sm_90): a small launch's resolver then
-    #: never waits for matching to leave an SM, and matching runs on the rest. 0: one
-    #: context, every kernel on every SM (the default reads CSM_GPU_FRONT_SMS)
+    #: never waits for matching to leave an SM, a large one still takes every SM. 0:
+    #: matching on every SM (the default reads CSM_GPU_FRONT_SMS)
     front_sms: int = field(default_factory=lambda: _env_int("CSM_GPU_FRONT_SMS", 0))
 
 
@@ -190,14 +190,12 @@ class GpuExecutor:
 
         self._pinned = cupyx.empty_pinned
         self.config = c = config or GpuConfig()
-        #: the updater's SMs and the match lanes' (None: one context, all SMs for both)
+        #: the match lanes' SMs, the rest left free for the updater (None: all for both)
         self.partition = (partition(int(cp.cuda.Device().id), c.front_sms)
                           if c.front_sms else None)
         # the highest priority (CUDA clamps the number): resolving the next batch is on
         # the critical path, matching of earlier batches on the slot streams is not
-        self.update_stream = (self.partition.front_stream(-(1 << 10))
-                              if self.partition is not None
-                              else cp.cuda.Stream(non_blocking=True, priority=-(1 << 10)))
+        self.update_stream = cp.cuda.Stream(non_blocking=True, priority=-(1 << 10))
         if c.resolver_timeout_s < 0:
             raise BackendError(f"resolver_timeout_s must be >= 0 (0: no limit), not "
                                f"{c.resolver_timeout_s}")
@@ -211,8 +209,7 @@ class GpuExecutor:
         self._pipeline: DevicePipeline | None = None
         if c.device_graph and not c.graph_budget_bytes:
             self.graph = DeviceUpdater(stream=self.update_stream,
-                                       timeout_s=c.resolver_timeout_s,
-                                       grid=self.partition.front_sms if self.partition else 0)
+                                       timeout_s=c.resolver_timeout_s)
             self.owned_graph = DeviceGraphView(self.graph)
         else:
             self.graph = DeviceGraph(self.update_stream, c.graph_budget_bytes)

@@ -1,13 +1,15 @@
-"""SMs of its own for the updater: the device split in two green contexts.
+"""SMs that matching leaves free for the updater: the match lanes in a green context.
 
 Why: each block of the device resolver and of build_units needs a whole SM (1,024
 threads at 64 registers), and the match kernels of the other lanes keep blocks on every
 SM, so a small launch's front waited for an SM to empty (design.md 2p: fronts p99
-0.5-0.6 ms at 100,000 updates/s, p50 0.65 ms at 300,000/s). Green contexts (CUDA driver
-12.4+, reached through ctypes: CuPy has no binding) give the updater's stream
-``front_sms`` SMs that matching never takes and the match lanes the rest. Kernels CuPy
-loaded in the primary context run on either's streams, and memory is shared (measured on
-an H200: `.local-data/green_probe.py`, design.md 2r).
+0.5-0.6 ms at 100,000 updates/s, p50 0.65 ms at 300,000/s). A green context (CUDA driver
+12.4+, reached through ctypes: CuPy has no binding) holds the match lanes' streams to all
+but ``front_sms`` SMs; the updater stays in the primary context, so a small front finds
+those SMs free at once and a large one still spreads over every SM (the updater in a
+green context of its own made one-batch Enron runs 1.3-2.3x slower: design.md 2r).
+Kernels CuPy loaded in the primary context run on a green context's streams, memory is
+shared, and a captured kernel keeps the SMs of the stream it was captured on.
 """
 
 from __future__ import annotations
@@ -49,16 +51,11 @@ class _Handle:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """The updater's SMs and the match lanes' SMs, each a green context."""
+    """The SMs matching leaves free, and the match lanes' green context."""
 
     front_sms: int
     match_sms: int
-    _front: int     # CUgreenCtx handles
-    _match: int
-
-    def front_stream(self, priority: int = 0) -> Any:
-        """A CuPy stream on the updater's SMs."""
-        return _stream(self._front, priority)
+    _match: int     # the CUgreenCtx handle
 
     def match_stream(self, priority: int = 0) -> Any:
         """A CuPy stream on the match lanes' SMs."""
@@ -104,7 +101,7 @@ def _stream(green: int, priority: int) -> Any:
 @functools.cache
 def partition(device: int, front_sms: int) -> Partition:
     """``front_sms`` SMs of ``device`` (rounded up to the device's partition granule: 8
-    on sm_90) for the updater, the rest for matching; one split per process."""
+    on sm_90) left free of matching, the rest a green context for it; one per process."""
     cp = cupy_or_raise()
     cu = _driver()
     cp.cuda.runtime.free(0)   # the primary context exists before its green ones
@@ -120,12 +117,9 @@ def partition(device: int, front_sms: int) -> Partition:
     if groups.value != 1 or rest.sm_count == 0:
         raise BackendError(f"front_sms {front_sms} leaves no SMs for matching on this "
                            f"device ({whole.sm_count} SMs, granule {whole.alignment})")
-    handles = []
-    for res in (part, rest):
-        desc, green = ctypes.c_void_p(), ctypes.c_void_p()
-        _check(cu.cuDevResourceGenerateDesc(ctypes.byref(desc), ctypes.byref(res), 1),
-               "cuDevResourceGenerateDesc")
-        _check(cu.cuGreenCtxCreate(ctypes.byref(green), desc, device, _DEFAULT_STREAM),
-               "cuGreenCtxCreate")
-        handles.append(int(green.value or 0))
-    return Partition(int(part.sm_count), int(rest.sm_count), handles[0], handles[1])
+    desc, green = ctypes.c_void_p(), ctypes.c_void_p()
+    _check(cu.cuDevResourceGenerateDesc(ctypes.byref(desc), ctypes.byref(rest), 1),
+           "cuDevResourceGenerateDesc")
+    _check(cu.cuGreenCtxCreate(ctypes.byref(green), desc, device, _DEFAULT_STREAM),
+           "cuGreenCtxCreate")
+    return Partition(int(part.sm_count), int(rest.sm_count), int(green.value or 0))

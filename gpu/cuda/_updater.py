@@ -152,8 +152,7 @@ class DeviceUpdater:
 
     def __init__(self, vertex_capacity: int = 1024, pool_capacity: int = 4096,
                  stream: Any = None, parallel: bool = True, chunk: int = 128,
-                 timeout_s: float = 30.0, build_tiles: int = BUILD_TILES,
-                 grid: int = 0) -> None:
+                 timeout_s: float = 30.0, build_tiles: int = BUILD_TILES) -> None:
         self.cp = cp = cupy_or_raise()
         self.stream = stream or cp.cuda.Stream(non_blocking=True)
         #: resolve edge-only tiles in parallel (``apply_batch``) or every update on one warp
@@ -164,10 +163,9 @@ class DeviceUpdater:
         self.build_tiles = build_tiles
         self._compact = kernel("update", "compact_pool")
         self._compacted = kernel("update", "compact_done")
-        #: blocks of the parallel resolver: one per SM of its stream (its grid barriers
-        #: need every block resident, and one block of TILE threads fills an SM's share it
-        #: may take); ``grid`` 0: every SM of the device
-        self.grid = min(grid or sm_count(), TILE)   # at most TILE: the blk scratch's sums
+        #: blocks of the parallel resolver: one per SM (its grid barriers need every block
+        #: resident, and one block of TILE threads fills an SM's share it may take)
+        self.grid = min(sm_count(), TILE)   # TILE at most: the blk scratch's sums (3 a block)
         self.ids = IdMap(vertex_capacity)
         self.n_slots = 0
         self.meta = mapped_zeros(M_SIZE, np.dtype(np.int64))   # the kernel writes it
