@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,9 +56,9 @@ class Partition:
     match_sms: int
     _match: int     # the CUgreenCtx handle
 
-    def match_stream(self, priority: int = 0) -> Any:
+    def match_stream(self) -> Any:
         """A CuPy stream on the match lanes' SMs."""
-        return _stream(self._match, priority)
+        return _stream(self._match)
 
 
 @functools.cache
@@ -79,23 +78,16 @@ def _check(code: int, what: str) -> None:
                            f"CUDA 12.4+ driver)")
 
 
-def _stream(green: int, priority: int) -> Any:
+def _stream(green: int) -> Any:
+    """A CuPy stream in green context ``green`` (kept for the process's life: the slot
+    pool that takes these is the process's, gpu/cuda/_executor.py ``_slot_pool``)."""
     cp = cupy_or_raise()
-    least, most = ctypes.c_int(), ctypes.c_int()
-    _check(_driver().cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(most)),
-           "cuCtxGetStreamPriorityRange")
-    priority = max(most.value, min(least.value, priority))   # lower numbers first
     ptr = ctypes.c_void_p()
     _check(_driver().cuGreenCtxStreamCreate(ctypes.byref(ptr), ctypes.c_void_p(green),
-                                            _NON_BLOCKING, priority), "cuGreenCtxStreamCreate")
+                                            _NON_BLOCKING, 0), "cuGreenCtxStreamCreate")
     handle = _Handle(int(ptr.value or 0))
     wrap = getattr(cp.cuda.Stream, "from_external", None)
-    stream = wrap(handle) if wrap is not None else cp.cuda.ExternalStream(handle.ptr)
-    try:   # destroyed with its last user (work still queued on it completes first)
-        weakref.finalize(stream, _driver().cuStreamDestroy_v2, ctypes.c_void_p(handle.ptr))
-    except TypeError:   # a wrapper without weak references: the stream stays
-        pass
-    return stream
+    return wrap(handle) if wrap is not None else cp.cuda.ExternalStream(handle.ptr)
 
 
 @functools.cache
