@@ -227,10 +227,14 @@ class ExecutorOptions:
     #: until snapshots read it and its small-batch cost is down), the host updater
     #: resolves and the device mirrors it
     device_graph: bool = False
+    #: GPU: SMs matching leaves free for the updater (0: matching on every SM)
+    front_sms: int = 0
 
     def __post_init__(self) -> None:
         if self.graph_budget_bytes < 0:
             raise BackendError("graph_budget_bytes must be >= 0")
+        if self.front_sms < 0:
+            raise BackendError(f"front_sms must be >= 0, not {self.front_sms}")
         if self.cache not in set(CachePolicy):
             raise BackendError(f"cache {self.cache!r}: expected one of "
                                f"{', '.join(repr(str(c)) for c in CachePolicy)}")

@@ -174,7 +174,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             raise KafkaError(f"topic {s.topic_updates} must have exactly one partition")
         engine = Engine(s.backend, options=ExecutorOptions(
             graph_budget_bytes=s.gpu_graph_budget_bytes, cache=s.gpu_cache,
-            device_graph=s.gpu_device_graph and s.instance_group is None))
+            device_graph=s.gpu_device_graph and s.instance_group is None,
+            front_sms=s.gpu_front_sms))
         await asyncio.to_thread(warm_up, engine.backend)
         await asyncio.to_thread(warm_up_codecs)
         gc.freeze()   # start-up objects leave the collector's scans: shorter gen-2 pauses

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     #: pipeline (graph updates, matching and collection on the GPU). Off with a graph budget
     #: or an instance group (catching a shard up rematches held versions: host graph only)
     gpu_device_graph: bool = True
+    #: GPU: SMs matching leaves free, so a small batch's graph update starts at once
+    #: (0: matching on every SM; costs matching 8-9% of its peak, docs/design.md 2r)
+    gpu_front_sms: int = Field(0, ge=0)
     #: topic messages taken per engine batch (each holds one or many updates)
     max_poll_records: int = Field(1000, ge=1)
 

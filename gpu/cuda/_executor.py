@@ -20,8 +20,7 @@ over PCIe. Results are identical in both modes.
 from __future__ import annotations
 
 import functools
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,16 +52,6 @@ from .kernels import QUEUE_COUNTERS, WARPS_PER_BLOCK, cupy_or_raise, kernel, sm_
 __all__ = ["GpuConfig", "GpuExecutor"]
 
 M = MAX_QUERY_VERTICES
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise BackendError(f"{name} must be an integer, not {raw!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +105,8 @@ class GpuConfig:
     #: SMs matching leaves free (its lanes in a green context, gpu/cuda/_partition.py;
     #: rounded up to the device's granule, 8 on sm_90): a small launch's resolver then
     #: never waits for matching to leave an SM, a large one still takes every SM. 0:
-    #: matching on every SM (the default reads CSM_GPU_FRONT_SMS)
-    front_sms: int = field(default_factory=lambda: _env_int("CSM_GPU_FRONT_SMS", 0))
+    #: matching on every SM (``csm serve``: CSM_GPU_FRONT_SMS)
+    front_sms: int = 0
 
 
 class _Slot:
@@ -590,7 +579,8 @@ def _slot_pool(stack_bytes: int, depth: int, queue_records: int,
 def _factory(options: ExecutorOptions) -> GpuExecutor:
     return GpuExecutor(GpuConfig(graph_budget_bytes=options.graph_budget_bytes,
                                  cache=CachePolicy(options.cache),
-                                 device_graph=options.device_graph))
+                                 device_graph=options.device_graph,
+                                 front_sms=options.front_sms))
 
 
 EXECUTORS["gpu"] = _factory

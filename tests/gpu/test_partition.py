@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _batches import raw_stream, triangle
 
-from gpu import CountMode, Engine, QuerySpec
+from gpu import CountMode, Engine, ExecutorOptions, QuerySpec
 from gpu.cuda._executor import GpuConfig, GpuExecutor
 from gpu.exceptions import BackendError
 from streams import GenConfig, generate
@@ -68,8 +68,6 @@ def test_a_split_the_device_cannot_make_names_front_sms() -> None:
         _partitioned(100_000)
 
 
-def test_a_front_sms_setting_that_is_not_a_number_is_named(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CSM_GPU_FRONT_SMS", "sixteen")
-    with pytest.raises(BackendError, match="CSM_GPU_FRONT_SMS"):
-        GpuConfig()
+def test_a_negative_front_sms_is_named() -> None:
+    with pytest.raises(BackendError, match="front_sms"):
+        ExecutorOptions(front_sms=-1)
