@@ -68,10 +68,17 @@ def _defines() -> tuple[str, ...]:
     (bench/probe_resolver.py; off, they compile to nothing); CSM_CUDA_LINEINFO=1 keeps
     source lines for a profiler's per-line counters (ncu's source view);
     CSM_CUDA_NO_LAUNCH_FRONT=1 resolves every launch tile by tile (an A/B of the launch
-    front on one tree and one machine)."""
+    front on one tree and one machine); CSM_CUDA_MATCH_BLOCKS=N bounds match.cu's kernels
+    to N resident blocks an SM (registers for warps; 5 when unset)."""
     flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
              "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT"}
-    return tuple(flag for var, flag in flags.items() if os.environ.get(var) == "1")
+    out = [flag for var, flag in flags.items() if os.environ.get(var) == "1"]
+    blocks = os.environ.get("CSM_CUDA_MATCH_BLOCKS", "")
+    if blocks:
+        if not blocks.isdigit() or not 1 <= int(blocks) <= 16:
+            raise BackendError(f"CSM_CUDA_MATCH_BLOCKS must be 1..16, not {blocks!r}")
+        out.append(f"-DMATCH_BLOCKS={int(blocks)}")
+    return tuple(out)
 
 
 def kernel(module: str, name: str) -> Any:

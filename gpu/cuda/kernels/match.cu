@@ -776,15 +776,21 @@ __device__ __forceinline__ void match_body(MATCH_ARGS) {
 
 
 // 5 blocks of 4 warps per SM: 96 registers, no spills (unbounded, ptxas takes 109 and only
-// 4 blocks fit, which cost the Yeast batch about a fifth of its speed)
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_units(MATCH_ARGS) {
+// 4 blocks fit, which cost the Yeast batch about a fifth of its speed). MATCH_BLOCKS (the
+// loader's CSM_CUDA_MATCH_BLOCKS) trades registers for resident warps: 6 blocks at 80
+// registers spill 120 bytes, 8 at 64 spill 496 (ptxas, sm_90)
+#ifndef MATCH_BLOCKS
+#define MATCH_BLOCKS 5
+#endif
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS) match_units(
+    MATCH_ARGS) {
     match_body(MATCH_PASS(n_pairs, n_units, q_epoch));
 }
 
 // The pipeline's launch (gpu/cuda/_pipeline.py): the unit counts and the queue epoch come from
 // the device (kernels/update.cu::build_units wrote them), so one captured graph serves
 // every batch; n_pairs, n_units and q_epoch are ignored.
-extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 5) match_step(
+extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS) match_step(
     const int* dims, MATCH_ARGS) {
     int nu = dims[1];
     if (nu == 0) return;   // no unit: nothing would end the wait for sub-tasks
