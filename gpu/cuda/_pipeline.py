@@ -23,11 +23,12 @@ reused). Up to ``depth`` batches are in flight; reading a result needs no copy: 
 columns are the region's, and the host only picks out the applied updates and the tally. Once the
 pool is half full, it is compacted on the updater's stream between two launches, after
 every lane's work so far (the host does not wait; two pools alternate, each with its
-captured graphs). Growth of other device arrays or of the longest version re-captures
-the graphs before the next launch. A batch that stops on a full pool (or output, or
-vertex array) makes every later batch in flight skip; reading it finishes it on the
-host path (compaction or growth, resumed resolve, host-built units) and launches the
-skipped ones again, so results stay exact and in order.
+captured graphs). Growth of other device arrays re-captures the graphs before the next
+launch, growth of the longest version (the row stride) the match lanes' part of them. A
+batch that stops on a full pool (or output, or vertex array) makes every later batch in
+flight skip; reading it finishes it on the host path (compaction or growth, resumed
+resolve, host-built units) and launches the skipped ones again, so results stay exact
+and in order.
 """
 
 from __future__ import annotations
@@ -245,9 +246,10 @@ class _Block:
         self.fronted = cp.cuda.Event(disable_timing=True)   # after its front
         self.backed = cp.cuda.Event()                        # after its back
         #: its captured launches per layout (the pipeline's key): fronts by apply_step's grid
-        #: (apply_step, build_units; the updater's stream) and back (match_step,
-        #: collect_step; the lane's)
-        self.graphs: dict[tuple[int, ...], tuple[dict[int, Any], Any]] = {}
+        #: (apply_step, build_units; the updater's stream), keyed without the row stride,
+        #: which they do not read, and backs (match_step, collect_step; the lane's)
+        self.fronts: dict[tuple[int, ...], dict[int, Any]] = {}
+        self.backs: dict[tuple[int, ...], Any] = {}
         self.launch: _Launch | None = None   # the last launch that used it
 
     @staticmethod
@@ -305,7 +307,7 @@ class DevicePipeline:
         #: launches of the captured graph and batches finished on the host path
         self.launches = 0
         self.recoveries = 0
-        self.captures = 0   # blocks' graph pairs captured
+        self.captures = 0   # times a block's fronts, back or both were captured
         #: result regions (the batches' columns, written by the device): the process's
         self.arena = shared_arena()
         self._scale: npt.NDArray[np.int64] | None = None   # the scale on the device
@@ -336,7 +338,8 @@ class DevicePipeline:
         except BaseException:   # half set up: the next batch or registration tries again
             self._plans = None     # (with the same plans, so the same capture keys: the
             for block in self._blocks:   # graphs captured so far point at buffers _setup
-                block.graphs.clear()     # will allocate again)
+                block.fronts.clear()     # will allocate again)
+                block.backs.clear()
             raise
 
     def _setup(self, plans: PlanSet, nq: int) -> None:
@@ -403,21 +406,26 @@ class DevicePipeline:
                 self._graphs(block)
 
     def _key(self) -> tuple[int, ...]:
+        """The layout a block's back is captured for: the front's, and the row stride."""
         u = self.updater
-        return (u.generation, u.pool_flip, self._stride, id(self._plans))
+        return (u.generation, u.pool_flip, id(self._plans), self._stride)
 
     def _graphs(self, block: _Block) -> tuple[dict[int, Any], Any]:
         """The block's graphs for the current layout, captured if new (pointers and sizes
         baked in): its fronts on the updater's stream, one per grid of :meth:`_grids`, and
         its back on its lane's (a captured kernel runs on the SMs of the stream it was
-        captured on, whichever stream launches it).
-        Both pools that garbage collection alternates between keep theirs; any other change
-        drops them all."""
+        captured on, whichever stream launches it). Both pools that garbage collection
+        alternates between keep theirs; any other change drops them, but a new row stride
+        only the backs (a launch whose hub outgrew the stride captured three fronts and a
+        back again between its front and its back; the fronts never read the stride)."""
         key = self._key()
-        got = block.graphs.get(key)
-        if got is None:
-            args = self._step_args()
-            s, fronts = self.stream, {}
+        fronts, back = block.fronts.get(key[:3]), block.backs.get(key)
+        if fronts is not None and back is not None:
+            return fronts, back
+        args = self._step_args()
+        s = self.stream
+        if fronts is None:
+            fronts = {}
             with s:
                 for grid in self._grids():
                     s.begin_capture()
@@ -429,9 +437,9 @@ class DevicePipeline:
                 # not on a batch's path (each on the stream that launches it)
                 for front in fronts.values():
                     front.upload(s)
-            # the back on its lane's stream: a captured kernel keeps the context of the
-            # stream it was captured on, so with the SMs split (gpu/cuda/_partition.py) a
-            # back captured on the updater's stream matched on the updater's SMs alone
+            _keep_flips(block.fronts, key[:3])
+            block.fronts[key[:3]] = fronts
+        if back is None:
             ls = block.lane.stream
             with ls:
                 ls.begin_capture()
@@ -440,11 +448,10 @@ class DevicePipeline:
                 finally:
                     back = ls.end_capture()
             back.upload(ls)
-            if any(k[0] != key[0] or k[2:] != key[2:] for k in block.graphs):
-                block.graphs.clear()
-            self.captures += 1
-            got = block.graphs[key] = (fronts, back)
-        return got
+            _keep_flips(block.backs, key)
+            block.backs[key] = back
+        self.captures += 1
+        return fronts, back
 
     def _grids(self) -> tuple[int, ...]:
         """apply_step's grid for launches of up to 8, 128 and LAUNCH_CAP updates (fixed at
@@ -708,7 +715,7 @@ class DevicePipeline:
             # stopped on a full pool or output, and those skipped behind it, are not: their
             # growth comes with the recovery. Unread launches of a gathering run (up to a
             # block each) would otherwise grow the stride, and a new stride re-captures
-            # every block's graphs for both pools
+            # every block's back for both pools
             rest = sum(x.grow for x in self._flight
                        if x.on_device or int(x.block.ctrl[C_CODE]) != DONE)
             bound = int(self.updater.meta[M_MAXLEN]) + g.grow + rest
@@ -812,7 +819,7 @@ class DevicePipeline:
                            mark=lambda: g.marks.append(lane.stream.record()))
             g.event = lane.stream.record()
         else:
-            # held until the launch is read: a new stride drops the block's graphs
+            # held until the launch is read: a new stride drops the block's backs
             g.front = self._graphs(b)[0][self._grid_for(g.n)]
             g.front.launch(s)
             self._place(g)
@@ -964,9 +971,16 @@ def _columns(r: Region, at: int, n: int) -> BatchColumns:
     return _launch_columns(r, at, np.array([0, n], np.int64))[0]
 
 
+def _keep_flips(graphs: dict[tuple[int, ...], Any], key: tuple[int, ...]) -> None:
+    """Drop the graphs of layouts that differ from ``key`` in more than the pool
+    (``key[1]``: the two pools garbage collection alternates between keep theirs)."""
+    for k in [k for k in graphs if k[0] != key[0] or k[2:] != key[2:]]:
+        del graphs[k]
+
+
 def _stride_for(bound: int, grow: int) -> int:
     """Row length of match_step for versions of up to ``bound`` entries, with headroom
-    (a new stride re-captures every block's graphs)."""
+    (a new stride re-captures every block's back)."""
     return (bound + max(64, bound // 4, 2 * grow) + 31) // 32 * 32
 
 

@@ -123,6 +123,37 @@ def test_garbage_is_collected_in_stream_order() -> None:
     assert u.pool_capacity <= 16 * 2 * gpu.graph.num_edges
 
 
+def test_a_hub_outgrowing_the_row_stride_captures_only_backs_again() -> None:
+    """One batch gives a vertex more new edges than the row stride's headroom: the stride
+    grows between the launch's front and its back, the backs are captured again for it and
+    the fronts (which never read the stride) are kept; counts stay exact."""
+    n = 600
+    ids = np.arange(n, dtype=np.int64) + 10
+    hub = np.zeros(100, np.int64) + 10
+    src = np.r_[hub, ids[1:-1]]                 # a hub of 100, and a path through the rest
+    dst = np.r_[ids[1:101], ids[2:]]
+    cpu, gpu = Engine("cpu"), Engine("gpu", options=ExecutorOptions(device_graph=True))
+    for eng in (cpu, gpu):
+        eng.load_graph(ids, np.zeros(n, np.int32), src, dst, np.zeros(len(src), np.int32))
+        eng.register(QuerySpec(triangle(), CountMode.EMBEDDINGS))
+    pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
+    stride0, gen0 = pipe._stride, pipe.updater.generation
+    fronts0 = [dict(b.fronts) for b in pipe._blocks]
+    grow = ids[101:]                            # 499 new hub edges, then one more batch
+    batch = UpdateBatch.build(np.arange(len(grow)), np.zeros(len(grow), np.int8),
+                              np.full(len(grow), 10), grow, np.zeros(len(grow), np.int32))
+    _same(cpu.apply(batch), gpu.submit(batch).result(), "growth")
+    assert pipe._stride > stride0 + len(grow) // 2
+    later = UpdateBatch.build([len(grow)], [0], [ids[5]], [ids[300]], [0])
+    _same(cpu.apply(later), gpu.submit(later).result(), "after")
+    assert pipe.updater.generation == gen0, "the device arrays grew: every graph anew"
+    for b, before in zip(pipe._blocks, fronts0, strict=True):
+        for key, fronts in before.items():   # the same captured fronts, not new ones
+            assert b.fronts.get(key) is fronts
+        assert len({k[3] for k in b.backs}) == 1   # one stride's backs (both pools')
+    assert sum(k[3] == pipe._stride for b in pipe._blocks for k in b.backs) >= 2
+
+
 def test_vertex_operations_take_the_host_path_between_pipelined_batches() -> None:
     stream = raw_stream(5, 6000, 300, hub_every=7, vertex_ops=0.01)
     cpu, gpu = (Engine("cpu"), Engine("gpu", options=ExecutorOptions(device_graph=True)))
