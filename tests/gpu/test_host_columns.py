@@ -233,8 +233,8 @@ def test_stage_rows_writes_the_rows_intern_ends_gives() -> None:
     assert stage_rows(maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct, op, src, dst,
                       label, 2, 3, new_a, inp, at, True) == -1   # vertex operations: refused
     assert (inp == -7).all()
-    assert all(np.array_equal(a, b) for a, b in zip(before, (maps[0].keys, maps[0].vals,
-                                                             maps[0].used, maps[0].direct)))
+    after = (maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct)
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
     k = stage_rows(maps[0].keys, maps[0].vals, maps[0].used, maps[0].direct, op, src, dst,
                    label, 2, 3, new_a, inp, at, False)
     sx, sy = np.empty(n, np.int32), np.empty(n, np.int32)
