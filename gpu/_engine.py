@@ -9,7 +9,7 @@ those of applying the updates one at a time.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -96,7 +96,9 @@ class Engine:
     def __init__(self, backend: str = "auto", executor: Executor | None = None,
                  options: ExecutorOptions | None = None) -> None:
         keep_freed_memory()   # each batch's results are fresh arrays: reuse freed ones
-        self.executor = executor or create_executor(backend, options)
+        #: what the executor was made with (a side engine of the service takes the same)
+        self.options = options or ExecutorOptions()
+        self.executor = executor or create_executor(backend, self.options)
         # the executor's own graph where it has one (the GPU's device-owned graph), else
         # the host graph, which the executor reads or mirrors
         self.graph: HostGraph = getattr(self.executor, "owned_graph", None) or HostGraph()
@@ -499,14 +501,18 @@ def _empty_ops(n: int = 0) -> OpTable:
                    reason=z(np.int8))
 
 
-def warm_up(backend: str = "cpu") -> None:
+def warm_up(backend: str = "cpu", options: ExecutorOptions | None = None) -> None:
     """Compile (or load from the on-disk cache) every kernel once, so no timing includes it
-    (on the GPU also the out-of-core path: estimator and cache packer are CPU kernels)."""
+    (on the GPU also the out-of-core path: estimator and cache packer are CPU kernels).
+    ``options``: the engine's, so that its warm-up engines share its match lanes (the
+    GPU's are the process's, one set per ``front_sms``)."""
+    base = options or ExecutorOptions()
     budgets = (0, 1) if backend == "gpu" else (0,)
     tri = Query.build([(0, None), (1, None), (2, None)], [(0, 1, None), (1, 2, None),
                                                            (0, 2, None)])
     for budget in budgets:
-        eng = Engine(backend, options=ExecutorOptions(graph_budget_bytes=budget))
+        eng = Engine(backend, options=replace(base, graph_budget_bytes=budget,
+                                              device_graph=False))
         eng.load_graph([], [], [1, 2], [2, 3], [0, 0])
         eng.register(QuerySpec(tri, CountMode.SUBGRAPHS, list_matches=True), initial=True)
         eng.apply(UpdateBatch.build([0, 1, 2, 3], [UpdateOp.INSERT_EDGE, UpdateOp.DELETE_EDGE,
@@ -522,7 +528,7 @@ def warm_up(backend: str = "cpu") -> None:
         eng.apply(UpdateBatch.build(5 + k, np.zeros(len(k)), 1 + k % 128, 2 + k % 128 + k // 128,
                                     np.zeros(len(k))))
     if backend == "gpu":   # the device pipeline and its garbage collection in stream order
-        eng = Engine(backend, options=ExecutorOptions(device_graph=True))
+        eng = Engine(backend, options=replace(base, graph_budget_bytes=0, device_graph=True))
         eng.load_graph([], [], [1, 2], [2, 3], [0, 0])
         eng.register(QuerySpec(tri, CountMode.SUBGRAPHS))
         eng.apply(UpdateBatch.build([0], [UpdateOp.INSERT_EDGE], [1], [3], [0]))

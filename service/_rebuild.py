@@ -48,7 +48,7 @@ class Rebuilt:
 
 async def rebuild(rt: Runtime, start: int, here: int) -> Rebuilt:
     t0 = time.perf_counter()
-    engine = Engine(rt.engine.backend)
+    engine = Engine(rt.engine.backend, options=rt.engine.options)   # (its graph budget too)
     window = Window(engine, 1 << 62)
     queries: dict[int, RegisteredDoc] = {}
     quiet = Metrics()   # the side engine's gauges are nobody's

@@ -176,7 +176,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             graph_budget_bytes=s.gpu_graph_budget_bytes, cache=s.gpu_cache,
             device_graph=s.gpu_device_graph and s.instance_group is None,
             front_sms=s.gpu_front_sms))
-        await asyncio.to_thread(warm_up, engine.backend)
+        await asyncio.to_thread(warm_up, engine.backend, engine.options)
         await asyncio.to_thread(warm_up_codecs)
         gc.freeze()   # start-up objects leave the collector's scans: shorter gen-2 pauses
         metrics = Metrics(backend=engine.backend, ops=OP_NAMES.values(), statuses=STATUS_NAMES,

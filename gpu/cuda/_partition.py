@@ -90,18 +90,30 @@ def _stream(green: int) -> Any:
     return wrap(handle) if wrap is not None else cp.cuda.ExternalStream(handle.ptr)
 
 
-@functools.cache
 def partition(device: int, front_sms: int) -> Partition:
     """``front_sms`` SMs of ``device`` (rounded up to the device's partition granule: 8
-    on sm_90) left free of matching, the rest a green context for it; one per process."""
-    cp = cupy_or_raise()
-    cu = _driver()
-    cp.cuda.runtime.free(0)   # the primary context exists before its green ones
-    whole = _Resource()
-    _check(cu.cuDeviceGetDevResource(device, ctypes.byref(whole), _SM), "cuDeviceGetDevResource")
+    on sm_90) left free of matching, the rest a green context for it; one per process and
+    rounded count (the match lanes that take its streams are the process's too)."""
+    cupy_or_raise().cuda.runtime.free(0)   # the primary context exists before green ones
+    whole = _whole(device)
     if not 0 < front_sms < whole.sm_count:
         raise BackendError(f"front_sms must be 1..{whole.sm_count - 1} on this device "
                            f"({whole.sm_count} SMs), not {front_sms}")
+    step = max(whole.alignment, 1)
+    return _split(device, max(whole.min_partition, -(-front_sms // step) * step))
+
+
+def _whole(device: int) -> _Resource:
+    whole = _Resource()
+    _check(_driver().cuDeviceGetDevResource(device, ctypes.byref(whole), _SM),
+           "cuDeviceGetDevResource")
+    return whole
+
+
+@functools.cache
+def _split(device: int, front_sms: int) -> Partition:
+    cu = _driver()
+    whole = _whole(device)
     part, rest, groups = _Resource(), _Resource(), ctypes.c_uint(1)
     _check(cu.cuDevSmResourceSplitByCount(ctypes.byref(part), ctypes.byref(groups),
                                           ctypes.byref(whole), ctypes.byref(rest), 0,

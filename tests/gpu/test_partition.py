@@ -71,3 +71,11 @@ def test_a_split_the_device_cannot_make_names_front_sms() -> None:
 def test_a_negative_front_sms_is_named() -> None:
     with pytest.raises(BackendError, match="front_sms"):
         ExecutorOptions(front_sms=-1)
+
+
+@pytest.mark.gpu
+def test_front_sms_rounded_to_the_granule_is_one_split() -> None:
+    from gpu.cuda._partition import partition
+
+    a, b = partition(0, 1), partition(0, a_granule := 8)
+    assert a is b and a.front_sms >= a_granule and a.front_sms + a.match_sms <= 1024
