@@ -69,9 +69,12 @@ def _defines() -> tuple[str, ...]:
     source lines for a profiler's per-line counters (ncu's source view);
     CSM_CUDA_NO_LAUNCH_FRONT=1 resolves every launch tile by tile (an A/B of the launch
     front on one tree and one machine); CSM_CUDA_MATCH_BLOCKS=N bounds match.cu's kernels
-    to N resident blocks an SM (registers for warps; 5 when unset)."""
+    to N resident blocks an SM (registers for warps; 5 when unset); CSM_CUDA_FUSED_TAIL=1
+    counts a kind-1 tail's last two levels in one lane-parallel pass (match.cu
+    ``tail_count``; to measure, design.md 2s)."""
     flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
-             "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT"}
+             "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT",
+             "CSM_CUDA_FUSED_TAIL": "-DCSM_FUSED_TAIL"}
     out = [flag for var, flag in flags.items() if os.environ.get(var) == "1"]
     blocks = os.environ.get("CSM_CUDA_MATCH_BLOCKS", "")
     if blocks:

@@ -385,6 +385,70 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
     return slot < want ? slot : -1;
 }
 
+#ifdef CSM_FUSED_TAIL
+// Whether the last level intersects the list of level last - 1's vertex with the list of
+// one vertex bound above it (f[j0]), nothing reused: the fused tail's case (the CPU's
+// `_fused_level` kind 1); el_x and el_0: the two lists' edge labels.
+__device__ __forceinline__ bool tail_kind1(int p, int last, const Plans& P, int& j0, int& el_x,
+                                           int& el_0) {
+    if (P.at(p, F_REUSE, last) >= 0 || P.at(p, F_NBCNT, last) != 2) return false;
+    int off = P.at(p, F_NBOFF, last);
+    int ix = P.nb_level[off] == last - 1 ? 0 : P.nb_level[off + 1] == last - 1 ? 1 : -1;
+    if (ix < 0) return false;
+    j0 = P.nb_level[off + 1 - ix];
+    el_x = P.nb_label[off + ix];
+    el_0 = P.nb_label[off + 1 - ix];
+    return j0 < last - 1;
+}
+
+// Level L = last - 1's candidates [pos, ihi) and the last level counted in one pass, a
+// lane a candidate x: each lane walks x's label range and finds its visible entries in
+// f[j0]'s, which stays put while x moves (searched on from the last hit: x's keys ascend).
+// Instead of, per x, a warp's prepare of the last level (f[j0]'s range found again, an
+// intersection written to a row) and a count over that row: most x of a hub's level have
+// a handful of entries in the label range, which left 30 of the warp's lanes idle (design.md
+// 2s (b)). Count mode, the graph in device memory, no access counting. Each lane's sum.
+__device__ long long tail_count(int L, int p, int j0, int el_x, int el_0, long long k,
+                                const WarpState& s, const Plans& P, const Graph& g,
+                                const long long* buf, int lane, Io& io) {
+    int last = L + 1;
+    int lab = P.at(p, F_LABEL, last);
+    Adj d0 = adj(g, s.f[j0], io, false);
+    label_range(d0, lab, lane, io);
+    if (d0.hi <= d0.lo) return 0;
+    int gm = P.at(p, F_GT, last), lm = P.at(p, F_LT, last);
+    long long c = 0;
+    for (int i = s.pos[L] + lane; i < s.ihi[L]; i += 32) {
+        int x = (int)(buf[i] & LOW32);
+        if (!valid(x, L, L, p, s, P)) continue;
+        Adj dx = adj(g, x, io, false);
+        long long lo = dx.lo, hi = dx.hi;
+        if (lab != WILD) {
+            long long base = ((long long)lab) << 32;
+            lo = lower_bound(dx.key, lo, hi, base);
+            hi = lower_bound(dx.key, lo, hi, base + (1LL << 32));
+        }
+        long long q = d0.lo;
+        for (long long e = lo; e < hi; ++e) {
+            if (!visible(dx, e, k, el_x)) continue;
+            long long ky = dx.key[e];
+            int y = (int)(ky & LOW32);
+            bool ok = y != x;   // the last level's vertex: none bound above it, and its masks
+            for (int j = 0; j < L && ok; ++j) ok = s.f[j] != y;
+            for (int j = 0; j < last && ok && (gm | lm); ++j) {
+                int fj = j == L ? x : s.f[j];
+                if ((((gm >> j) & 1) && y <= fj) || (((lm >> j) & 1) && y >= fj)) ok = false;
+            }
+            if (!ok) continue;
+            q = lower_bound(d0.key, q, d0.hi, ky);
+            for (long long r = q; r < d0.hi && d0.key[r] == ky; ++r)
+                if (visible(d0, r, k, el_0)) { ++c; break; }
+        }
+    }
+    return c;
+}
+#endif
+
 // The sub-task queue of one launch. Records are 16 ints: ready flag (= this launch's
 // epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters,
 // each on its own 128-byte line (idle warps poll one while others update the rest): next
@@ -525,6 +589,11 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
     long long total = 0;   // per-lane partial sums, reduced at the end
     int last = n - 1;
     bool pair_tail = !listing && last >= 3 && P.at(p, F_DEP, last) < last - 1;
+#ifdef CSM_FUSED_TAIL
+    int tj0 = 0, tel_x = 0, tel_0 = 0;
+    bool fused = !listing && !pair_tail && last >= 3 && acc == nullptr && !g.host &&
+                 g.c_n == 0 && tail_kind1(p, last, P, tj0, tel_x, tel_0);
+#endif
     int L = base;
     while (L >= base) {
         if (s.st_prep[L] <= s.st_set[P.at(p, F_DEP, L)]) {
@@ -592,6 +661,13 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
             --L;
             continue;
         }
+#ifdef CSM_FUSED_TAIL
+        if (fused && L == last - 1) {
+            total += tail_count(L, p, tj0, tel_x, tel_0, k, s, P, g, buf, lane, io);
+            --L;
+            continue;
+        }
+#endif
         // next candidate of level L: 32 checked at once, the ballot cached per level
         bool moved = false;
         while (s.pos[L] < s.ihi[L]) {
