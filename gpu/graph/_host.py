@@ -477,7 +477,7 @@ class HostGraph:
         e_keys, e_vals, e_st = self.edges.arrays()
         rel, d_a, d_b, d_t, dlen = log
         l_a, l_b, l_t, llen = ended
-        sync = np.zeros(4, np.int64)
+        sync = np.zeros(6, np.int64)
         common = (0, int(pend.pst[COUNT]), batch.op, batch.src, batch.dst, batch.label,
                   self.ids.keys, self.ids.vals, self.ids.used, self.ids.direct, self.vlabel,
                   rel, len(d_t) > 0, e_keys, e_vals, pend.h_key, pend.h_val, pend.owner,

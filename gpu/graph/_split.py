@@ -266,7 +266,7 @@ def finish_range(lo, hi, n_out, tick, dl, ll, cx, cy, degrees, ops, src, dst, la
     ``tick`` (an insertion's entries' start, an ended one's end), logged deletions from
     ``dl`` and ``ll``, as ``apply_batch`` writes them; ``degrees``: then every record's
     degree changes, both halves' (atomic adds from both threads were 2-3 times slower: a
-    hub's degree moved between the cores at each update)."""
+    hub's degree moved between the cores at each update). Returns where the two logs end."""
     for i in range(lo, hi):
         # (no array variable chosen per update: numba would count its references, two
         # atomic operations an update)
@@ -314,6 +314,7 @@ def finish_range(lo, hi, n_out, tick, dl, ll, cx, cy, degrees, ops, src, dst, la
     if degrees:
         _degrees(vdeg, x_kind, x_a, x_b, xn)
         _degrees(vdeg, y_kind, y_a, y_b, yn)
+    return dl, ll
 
 
 @nb.njit(cache=True, nogil=True)
@@ -351,7 +352,8 @@ def run_half(me, i0, base, ops, src, dst, lab, keys, vals, used, direct, vlabel,
     records for thread 0, y's for thread 1), then, once the other thread's are done too
     (``sync``: a counter both add to; each meets the other there, nothing else waits),
     its half of the batch by position (``finish_range``; thread 0 the first and every
-    degree). sync[1] / sync[2]: where the batch stops, and the two record counts."""
+    degree). sync[1]: where the batch stops; sync[2] / sync[3]: the two record counts;
+    sync[4] / sync[5]: where the two logs end (thread 1's range ends the batch)."""
     if me == 0:
         stop, n = resolve_half(0, i0, base, ops, src, dst, lab, keys, vals, used, direct,
                                vlabel, rel, logged, e_keys, e_vals, h_key, h_val, p_owner,
@@ -377,8 +379,9 @@ def run_half(me, i0, base, ops, src, dst, lab, keys, vals, used, direct, vlabel,
     else:
         before = np.zeros(5, np.int64)
         _split_point(x_idx, x_kind, xn, y_idx, y_kind, yn, mid, before)
-        finish_range(mid, stop, mid, tick + before[_APPLIED_N], dl + before[_DLOG_N],
-                     ll + before[_LLOG_N], before[3], before[4], False, *cols)
+        sync[4], sync[5] = finish_range(mid, stop, mid, tick + before[_APPLIED_N],
+                                        dl + before[_DLOG_N], ll + before[_LLOG_N],
+                                        before[3], before[4], False, *cols)
     return stop
 
 
@@ -387,12 +390,9 @@ def finish_counts(x: Records, y: Records, sync: npt.NDArray[np.int64],
                   e_st: npt.NDArray[np.int64], pst: npt.NDArray[np.int64], count_slot: int,
                   p_mrg: npt.NDArray[np.uint8], dlen: npt.NDArray[np.int64],
                   llen: npt.NDArray[np.int64]) -> None:
-    """After both threads' ``run_half``: the graph's counters, the pending store's count
-    (thread 0's room past its insertions flagged merged: nothing reads it) and the logs'
-    lengths."""
-    total = np.zeros(3, np.int64)   # (the logs': an applied update adds or drops a pair)
-    count_kinds(x.kind, int(sync[2]), total)
-    count_kinds(y.kind, int(sync[3]), total)
+    """After both threads' ``run_half``: the graph's counters (an applied update adds or
+    drops a pair), the pending store's count (thread 0's room past its insertions flagged
+    merged: nothing reads it) and the logs' lengths (where thread 1's finish left them)."""
     adds = int(x.ctr[_ADDS] + y.ctr[_ADDS])
     drops = int(x.ctr[_DROPS] + y.ctr[_DROPS])
     meta[tick_slot] += adds + drops
@@ -400,7 +400,7 @@ def finish_counts(x: Records, y: Records, sync: npt.NDArray[np.int64],
     end_x, base_y = int(x.ctr[_BASE] + x.ctr[_INSERTED]), int(y.ctr[_BASE])
     p_mrg[end_x:base_y] = 1
     pst[count_slot] = base_y + int(y.ctr[_INSERTED])
-    dlen[0] += int(total[_DLOG_N])
-    llen[0] += int(total[_LLOG_N])
+    dlen[0] = int(sync[4])
+    llen[0] = int(sync[5])
     e_st[_ES_COUNT] += adds - drops
     e_st[_ES_TOMBS] += drops - int(x.ctr[_REUSED] + y.ctr[_REUSED])
