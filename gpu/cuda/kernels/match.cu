@@ -401,14 +401,47 @@ __device__ __forceinline__ bool tail_kind1(int p, int last, const Plans& P, int&
     return j0 < last - 1;
 }
 
-// Level L = last - 1's candidates [pos, ihi) and the last level counted in one pass, a
-// lane a candidate x: each lane walks x's label range and finds its visible entries in
-// f[j0]'s, which stays put while x moves (searched on from the last hit: x's keys ascend).
-// Instead of, per x, a warp's prepare of the last level (f[j0]'s range found again, an
-// intersection written to a row) and a count over that row: most x of a hub's level have
-// a handful of entries in the label range, which left 30 of the warp's lanes idle (design.md
-// 2s (b)). Count mode, the graph in device memory, no access counting. Each lane's sum.
-__device__ long long tail_count(int L, int p, int j0, int el_x, int el_0, long long k,
+// Whether y may be the last level's vertex with x at level L = last - 1: it differs from
+// every vertex bound above and meets the last level's symmetry masks.
+__device__ __forceinline__ bool tail_vertex(int y, int x, int L, int gm, int lm,
+                                            const WarpState& s) {
+    if (y == x) return false;
+    for (int j = 0; j < L; ++j)
+        if (s.f[j] == y) return false;
+    if (gm | lm) {
+        for (int j = 0; j <= L; ++j) {
+            int fj = j == L ? x : s.f[j];
+            if ((((gm >> j) & 1) && y <= fj) || (((lm >> j) & 1) && y >= fj)) return false;
+        }
+    }
+    return true;
+}
+
+// The entry key ky of x's list (visible, a valid last vertex) is counted if f[j0]'s list
+// d0 holds it visibly; searched from q (x's keys ascend, so a lane's hits do too).
+__device__ __forceinline__ int tail_hit(const Adj& d0, long long& q, long long ky, long long k,
+                                        int el_0) {
+    q = lower_bound(d0.key, q, d0.hi, ky);
+    for (long long r = q; r < d0.hi && d0.key[r] == ky; ++r)
+        if (visible(d0, r, k, el_0)) return 1;
+    return 0;
+}
+
+// At most this many entries of x's label range are walked by one lane; longer ranges
+// (hubs) by the whole warp, 32 entries at a time. One lane over a hub's range was 10x
+// slower than the level-by-level path (11 ms for an update that took 1 ms: a chain of
+// dependent loads per entry, and no other warp can take over the rest of it).
+#define TAIL_SHORT 32
+
+// Level L = last - 1's candidates [from, from + 32) and the last level counted in one pass
+// (a round; the caller may split between rounds): a lane whose x has a short label range walks it and finds each
+// visible entry in f[j0]'s list, which stays put while x moves; the candidates with long
+// ranges then go through the warp one by one. Instead of, per x, a warp's prepare of the
+// last level (f[j0]'s range found again, an intersection written to a row) and a count
+// over that row: most x of a hub's level have a handful of entries in the label range,
+// which left 30 of the warp's lanes idle (design.md 2s (b)). Count mode, the graph in
+// device memory, no access counting. Each lane's sum.
+__device__ long long tail_count(int L, int p, int from, int j0, int el_x, int el_0, long long k,
                                 const WarpState& s, const Plans& P, const Graph& g,
                                 const long long* buf, int lane, Io& io) {
     int last = L + 1;
@@ -417,32 +450,56 @@ __device__ long long tail_count(int L, int p, int j0, int el_x, int el_0, long l
     label_range(d0, lab, lane, io);
     if (d0.hi <= d0.lo) return 0;
     int gm = P.at(p, F_GT, last), lm = P.at(p, F_LT, last);
+    long long base = ((long long)lab) << 32;
     long long c = 0;
-    for (int i = s.pos[L] + lane; i < s.ihi[L]; i += 32) {
-        int x = (int)(buf[i] & LOW32);
-        if (!valid(x, L, L, p, s, P)) continue;
-        Adj dx = adj(g, x, io, false);
-        long long lo = dx.lo, hi = dx.hi;
-        if (lab != WILD) {
-            long long base = ((long long)lab) << 32;
-            lo = lower_bound(dx.key, lo, hi, base);
-            hi = lower_bound(dx.key, lo, hi, base + (1LL << 32));
+    {
+        int i = from + lane;
+        int x = -1;
+        long long lo = 0, hi = 0;
+        bool ok = i < s.ihi[L];
+        if (ok) {
+            x = (int)(buf[i] & LOW32);
+            ok = valid(x, L, L, p, s, P);
         }
-        long long q = d0.lo;
-        for (long long e = lo; e < hi; ++e) {
-            if (!visible(dx, e, k, el_x)) continue;
-            long long ky = dx.key[e];
-            int y = (int)(ky & LOW32);
-            bool ok = y != x;   // the last level's vertex: none bound above it, and its masks
-            for (int j = 0; j < L && ok; ++j) ok = s.f[j] != y;
-            for (int j = 0; j < last && ok && (gm | lm); ++j) {
-                int fj = j == L ? x : s.f[j];
-                if ((((gm >> j) & 1) && y <= fj) || (((lm >> j) & 1) && y >= fj)) ok = false;
+        bool wide = false;   // left to the warp: [lo, hi) not yet narrowed to the label
+        if (ok) {
+            Adj dx = adj(g, x, io, false);
+            lo = dx.lo;
+            hi = dx.hi;
+            if (hi - lo > 8 * TAIL_SHORT) {
+                wide = true;
+            } else if (lab != WILD) {
+                lo = lower_bound(dx.key, lo, hi, base);
+                hi = lower_bound(dx.key, lo, hi, base + (1LL << 32));
             }
-            if (!ok) continue;
-            q = lower_bound(d0.key, q, d0.hi, ky);
-            for (long long r = q; r < d0.hi && d0.key[r] == ky; ++r)
-                if (visible(d0, r, k, el_0)) { ++c; break; }
+            if (!wide && hi - lo <= TAIL_SHORT) {
+                long long q = d0.lo;
+                for (long long e = lo; e < hi; ++e) {
+                    if (!visible(dx, e, k, el_x)) continue;
+                    long long ky = dx.key[e];
+                    if (tail_vertex((int)(ky & LOW32), x, L, gm, lm, s))
+                        c += tail_hit(d0, q, ky, k, el_0);
+                }
+                ok = false;
+            }
+        }
+        unsigned m = __ballot_sync(FULL, ok);   // the long ranges, one x at a time
+        while (m) {
+            int j = __ffs(m) - 1;
+            m &= m - 1;
+            int xj = __shfl_sync(FULL, x, j);
+            bool wj = __shfl_sync(FULL, wide, j);
+            Adj dj = adj(g, xj, io, false);
+            dj.lo = __shfl_sync(FULL, lo, j);
+            dj.hi = __shfl_sync(FULL, hi, j);
+            if (wj) label_range(dj, lab, lane, io);
+            for (long long e = dj.lo + lane; e < dj.hi; e += 32) {
+                if (!visible(dj, e, k, el_x)) continue;
+                long long ky = dj.key[e];
+                long long q = d0.lo;
+                if (tail_vertex((int)(ky & LOW32), xj, L, gm, lm, s))
+                    c += tail_hit(d0, q, ky, k, el_0);
+            }
         }
     }
     return c;
@@ -513,6 +570,21 @@ __device__ bool split(int base, int L, int t, int p, int pieces, WarpState& s, c
     s.ihi[lx] = lo;
     __syncwarp();
     return true;
+}
+
+// T-DFS timeout splitting, on demand only: once this unit has run split_cycles and some
+// warp waits for a sub-task, the rest of its shallowest unfinished level goes away.
+__device__ __forceinline__ void maybe_split(int base, int L, int t, int p, WarpState& s,
+                                            const Queue& q, int lane, long long& t0) {
+    if (q.split_cycles <= 0) return;
+    int due = 0;
+    if (lane == 0 && clock64() - t0 > q.split_cycles) {
+        int tail = (int)ld_volatile(q.ctr + Q_TAIL);
+        int idle = (int)ld_volatile(q.ctr + Q_HEAD) - tail;
+        due = tail < q.cap && idle > 0 ? idle : 0;
+    }
+    due = __shfl_sync(FULL, due, 0);
+    if (due && split(base, L, t, p, min(due, Q_PIECES), s, q, lane)) t0 = clock64();
 }
 
 __device__ long long search(int t, int base, int clock, int n, int p, long long k, int nchunk,
@@ -662,9 +734,14 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
             continue;
         }
 #ifdef CSM_FUSED_TAIL
-        if (fused && L == last - 1) {
-            total += tail_count(L, p, tj0, tel_x, tel_0, k, s, P, g, buf, lane, io);
-            --L;
+        if (fused && L == last - 1) {   // 32 candidates a round, splittable between rounds
+            int from = s.pos[L];
+            total += tail_count(L, p, from, tj0, tel_x, tel_0, k, s, P, g, buf, lane, io);
+            __syncwarp();
+            s.pos[L] = from + 32;
+            __syncwarp();
+            if (from + 32 >= s.ihi[L]) { --L; continue; }
+            maybe_split(base, L, t, p, s, q, lane, t0);
             continue;
         }
 #endif
@@ -702,16 +779,7 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
         }
         __syncwarp();
         if (!moved) { --L; continue; }
-        if (q.split_cycles > 0) {   // on demand only: some warp waits for a sub-task
-            int due = 0;
-            if (lane == 0 && clock64() - t0 > q.split_cycles) {
-                int tail = (int)ld_volatile(q.ctr + Q_TAIL);
-                int idle = (int)ld_volatile(q.ctr + Q_HEAD) - tail;
-                due = tail < q.cap && idle > 0 ? idle : 0;
-            }
-            due = __shfl_sync(FULL, due, 0);
-            if (due && split(base, L, t, p, min(due, Q_PIECES), s, q, lane)) t0 = clock64();
-        }
+        maybe_split(base, L, t, p, s, q, lane, t0);
         ++L;
         __syncwarp();
         s.mbase[L] = -1;
