@@ -430,8 +430,13 @@ __device__ __forceinline__ int tail_hit(const Adj& d0, long long& q, long long k
 // At most this many entries of x's label range are walked by one lane; longer ranges
 // (hubs) by the whole warp, 32 entries at a time. One lane over a hub's range was 10x
 // slower than the level-by-level path (11 ms for an update that took 1 ms: a chain of
-// dependent loads per entry, and no other warp can take over the rest of it).
-#define TAIL_SHORT 32
+// dependent loads per entry, and no other warp can take over the rest of it); at 32 a
+// round took as long as its longest lane's chain (about 11 loads an entry), and updates
+// at p99 alone went 0.42 -> 0.65 ms while the heaviest went 2.2 -> 1.3 (stop 50).
+// CSM_CUDA_TAIL_SHORT=N sets it.
+#ifndef TAIL_SHORT
+#define TAIL_SHORT 8
+#endif
 
 // Level L = last - 1's candidates [from, from + 32) and the last level counted in one pass
 // (a round; the caller may split between rounds): a lane whose x has a short label range walks it and finds each
@@ -459,14 +464,14 @@ __device__ long long tail_count(int L, int p, int from, int j0, int el_x, int el
         bool ok = i < s.ihi[L];
         if (ok) {
             x = (int)(buf[i] & LOW32);
-            ok = valid(x, L, L, p, s, P);
+            ok = valid(x, L, L, p, s, P) && label_filter(x, L, p, P, g, io);
         }
         bool wide = false;   // left to the warp: [lo, hi) not yet narrowed to the label
         if (ok) {
             Adj dx = adj(g, x, io, false);
             lo = dx.lo;
             hi = dx.hi;
-            if (hi - lo > 8 * TAIL_SHORT) {
+            if (hi - lo > 256) {   // a hub: its label range found by the warp
                 wide = true;
             } else if (lab != WILD) {
                 lo = lower_bound(dx.key, lo, hi, base);
