@@ -203,6 +203,72 @@ __device__ int warp_scan(const Adj& d, long long lo, long long hi, long long k, 
     return w;
 }
 
+// Candidates a lane searches at once in warp_intersect (device arrays): U binary searches
+// interleaved step by step, so each step has U loads in flight instead of one (the kernel
+// waits on dependent loads: a search in a hub's range is about 10 of them, and a level's
+// rounds of 32 candidates ran one after the other). CSM_CUDA_INTERSECT_ILP=U sets it; 1
+// keeps the one-search loop.
+#ifndef INTERSECT_ILP
+#define INTERSECT_ILP 1
+#endif
+
+#if INTERSECT_ILP > 1
+// warp_intersect for a neighbour array in device memory, U = INTERSECT_ILP rounds of 32
+// candidates at a time (same result, same order).
+__device__ int warp_intersect_ilp(const long long* src, int slo, int shi, const Adj& d,
+                                  long long lo, long long hi, long long k, int el,
+                                  long long* out, int lane) {
+    constexpr int U = INTERSECT_ILP;
+    const long long* key = d.key;
+    int w = 0;
+    for (int base = slo; base < shi; base += 32 * U) {
+        long long x[U], l[U], h[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {   // every read of src before any write to out
+            int i = base + u * 32 + lane;
+            bool in = i < shi;
+            x[u] = in ? src[i] : 0;
+            l[u] = lo;
+            h[u] = in ? hi : lo;   // past shi: an empty search
+        }
+        bool more = true;
+        while (more) {
+            more = false;
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (l[u] < h[u]) {
+                    long long mid = (l[u] + h[u]) >> 1;
+                    if (key[mid] < x[u]) l[u] = mid + 1; else h[u] = mid;
+                    more = true;
+                }
+            }
+        }
+        bool found[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            int i = base + u * 32 + lane;
+            long long q = l[u];
+            bool eq = i < shi && q < hi && key[q] == x[u];
+            found[u] = eq && visible(d, q, k, el);
+            if (eq && !found[u]) {   // an earlier lifetime of the edge: a later one may be visible
+                for (++q; q < hi && key[q] == x[u]; ++q)
+                    if (visible(d, q, k, el)) { found[u] = true; break; }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            unsigned m = __ballot_sync(FULL, found[u]);   // also orders reads before writes
+            if (found[u]) out[w + __popc(m & lanes_below(lane))] = x[u];
+            w += __popc(m);
+        }
+        // src is sorted: the next rounds' keys sit at or after the last lane's search
+        lo = __shfl_sync(FULL, l[U - 1], 31);
+        __syncwarp();
+    }
+    return w;
+}
+#endif
+
 // out[0:n] = src[slo:shi] ∩ visible(d[lo:hi)); out may alias src when slo == 0. A host
 // array is either copied (visible entries only) into `scratch` with coalesced reads and
 // searched there, or searched in place when the candidates are few: fewer bytes wins.
@@ -211,6 +277,9 @@ __device__ int warp_intersect(const long long* src, int slo, int shi, const Adj&
                               long long* scratch, int lane, Io& io) {
     int w = 0;
     if (shi <= slo || hi <= lo) return 0;
+#if INTERSECT_ILP > 1
+    if (!d.host) return warp_intersect_ilp(src, slo, shi, d, lo, hi, k, el, out, lane);
+#endif
     const long long* key = d.key;
     bool staged = false;
     if (d.host) {
