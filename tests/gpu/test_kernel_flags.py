@@ -10,7 +10,7 @@ from gpu.exceptions import BackendError
 
 FLAGS = ("CSM_CUDA_PROBES", "CSM_CUDA_LINEINFO", "CSM_CUDA_NO_LAUNCH_FRONT",
          "CSM_CUDA_FUSED_TAIL", "CSM_CUDA_MATCH_BLOCKS", "CSM_CUDA_TAIL_SHORT",
-         "CSM_CUDA_INTERSECT_ILP")
+         "CSM_CUDA_INTERSECT_ILP", "CSM_CUDA_PAIRED_RANGE")
 
 
 @pytest.fixture(autouse=True)
@@ -26,10 +26,11 @@ def test_no_settings_compile_the_default_build() -> None:
 def test_each_setting_adds_its_define(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CSM_CUDA_FUSED_TAIL", "1")
     monkeypatch.setenv("CSM_CUDA_PROBES", "0")   # only "1" turns a switch on
+    monkeypatch.setenv("CSM_CUDA_PAIRED_RANGE", "1")
     monkeypatch.setenv("CSM_CUDA_MATCH_BLOCKS", "6")
     monkeypatch.setenv("CSM_CUDA_TAIL_SHORT", "4")
     monkeypatch.setenv("CSM_CUDA_INTERSECT_ILP", "2")
-    assert _defines() == ("-DCSM_FUSED_TAIL", "-DMATCH_BLOCKS=6", "-DTAIL_SHORT=4",
+    assert _defines() == ("-DCSM_FUSED_TAIL", "-DCSM_PAIRED_RANGE", "-DMATCH_BLOCKS=6", "-DTAIL_SHORT=4",
                           "-DINTERSECT_ILP=2")
 
 

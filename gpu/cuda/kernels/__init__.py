@@ -73,10 +73,12 @@ def _defines() -> tuple[str, ...]:
     counts a kind-1 tail's last two levels in one lane-parallel pass (match.cu
     ``tail_count``; to measure, design.md 2s), CSM_CUDA_TAIL_SHORT=N the longest label
     range one lane of it walks (8 when unset); CSM_CUDA_INTERSECT_ILP=U the candidates a
-    lane of an intersection searches at once (1 when unset)."""
+    lane of an intersection searches at once (1 when unset); CSM_CUDA_PAIRED_RANGE=1 finds
+    a label range's two ends with one search of two half-warps."""
     flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
              "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT",
-             "CSM_CUDA_FUSED_TAIL": "-DCSM_FUSED_TAIL"}
+             "CSM_CUDA_FUSED_TAIL": "-DCSM_FUSED_TAIL",
+             "CSM_CUDA_PAIRED_RANGE": "-DCSM_PAIRED_RANGE"}
     out = [flag for var, flag in flags.items() if os.environ.get(var) == "1"]
     for var, define, most in (("CSM_CUDA_MATCH_BLOCKS", "MATCH_BLOCKS", 16),
                               ("CSM_CUDA_TAIL_SHORT", "TAIL_SHORT", 256),

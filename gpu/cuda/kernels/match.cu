@@ -171,10 +171,56 @@ __device__ long long warp_lower_bound(const long long* key, long long lo, long l
     return lo + __popc(__ballot_sync(FULL, below));
 }
 
+#ifdef CSM_PAIRED_RANGE
+// Both ends of the keys in [lo, hi) with label `lab`, searched at once: lanes 0-15 look for
+// the first key >= lab << 32, lanes 16-31 for the first >= (lab + 1) << 32, 16 probes a
+// round each, so the two searches' loads are in flight together (label_range's two warp
+// searches run one after the other: about twice the dependent loads). A device array.
+__device__ __forceinline__ void paired_range(const long long* key, long long& lo, long long& hi,
+                                             int lab, int lane) {
+    int half = lane >> 4, sub = lane & 15;
+    unsigned mine = half ? 0xffff0000u : 0x0000ffffu;
+    long long x = ((long long)(lab + half)) << 32;
+    long long l = lo, h = hi;
+    bool done = false;
+    while (__any_sync(FULL, !done && h - l > 16)) {
+        bool below = false;
+        long long step = (h - l + 15) / 16;
+        bool probe = !done && h - l > 16;
+        if (probe) {
+            long long i = l + sub * step;
+            below = i < h && key[i] < x;
+        }
+        int c = __popc(__ballot_sync(FULL, below) & mine);
+        if (probe) {
+            if (c == 0) {
+                h = l;
+                done = true;
+            } else {
+                long long nlo = l + (long long)(c - 1) * step + 1;
+                h = min(h, l + (long long)c * step);
+                l = nlo;
+            }
+        }
+    }
+    long long i = l + sub;
+    bool below = !done && i < h && key[i] < x;
+    long long r = l + __popc(__ballot_sync(FULL, below) & mine);
+    lo = __shfl_sync(FULL, r, 0);
+    hi = __shfl_sync(FULL, r, 16);
+}
+#endif
+
 // d.lo/d.hi narrowed to label `lab` (keys are label << 32 | id); warp-uniform d
 __device__ __forceinline__ void label_range(Adj& d, int lab, int lane, Io& io) {
     if (lab == WILD) return;
     long long base = ((long long)lab) << 32;
+#ifdef CSM_PAIRED_RANGE
+    if (!d.host) {
+        paired_range(d.key, d.lo, d.hi, lab, lane);
+        return;
+    }
+#endif
     if (d.host) {
         long long lo = warp_lower_bound<true>(d.key, d.lo, d.hi, base, lane, io);
         d.hi = warp_lower_bound<true>(d.key, lo, d.hi, base + (1LL << 32), lane, io);
