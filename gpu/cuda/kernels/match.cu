@@ -180,7 +180,7 @@ __device__ __forceinline__ void paired_range(const long long* key, long long& lo
                                              int lab, int lane) {
     int half = lane >> 4, sub = lane & 15;
     unsigned mine = half ? 0xffff0000u : 0x0000ffffu;
-    long long x = ((long long)(lab + half)) << 32;
+    long long x = ((long long)lab + half) << 32;
     long long l = lo, h = hi;
     bool done = false;
     while (__any_sync(FULL, !done && h - l > 16)) {
@@ -563,12 +563,13 @@ __device__ __forceinline__ int tail_hit(const Adj& d0, long long& q, long long k
 // device memory, no access counting. Each lane's sum.
 __device__ long long tail_count(int L, int p, int from, int j0, int el_x, int el_0, long long k,
                                 const WarpState& s, const Plans& P, const Graph& g,
-                                const long long* buf, int lane, Io& io) {
+                                const long long* buf, int lane, Io& io, bool& none) {
     int last = L + 1;
     int lab = P.at(p, F_LABEL, last);
     Adj d0 = adj(g, s.f[j0], io, false);
     label_range(d0, lab, lane, io);
-    if (d0.hi <= d0.lo) return 0;
+    none = d0.hi <= d0.lo;   // nothing for any candidate of the level
+    if (none) return 0;
     int gm = P.at(p, F_GT, last), lm = P.at(p, F_LT, last);
     long long base = ((long long)lab) << 32;
     long long c = 0;
@@ -856,11 +857,13 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
 #ifdef CSM_FUSED_TAIL
         if (fused && L == last - 1) {   // 32 candidates a round, splittable between rounds
             int from = s.pos[L];
-            total += tail_count(L, p, from, tj0, tel_x, tel_0, k, s, P, g, buf, lane, io);
+            if (from >= s.ihi[L]) { --L; continue; }   // (an empty level, or split off)
+            bool none = false;
+            total += tail_count(L, p, from, tj0, tel_x, tel_0, k, s, P, g, buf, lane, io, none);
             __syncwarp();
             s.pos[L] = from + 32;
             __syncwarp();
-            if (from + 32 >= s.ihi[L]) { --L; continue; }
+            if (none || from + 32 >= s.ihi[L]) { --L; continue; }
             maybe_split(base, L, t, p, s, q, lane, t0);
             continue;
         }
