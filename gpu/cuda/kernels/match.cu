@@ -554,13 +554,13 @@ __device__ __forceinline__ int tail_hit(const Adj& d0, long long& q, long long k
 #endif
 
 // Level L = last - 1's candidates [from, from + 32) and the last level counted in one pass
-// (a round; the caller may split between rounds): a lane whose x has a short label range walks it and finds each
-// visible entry in f[j0]'s list, which stays put while x moves; the candidates with long
-// ranges then go through the warp one by one. Instead of, per x, a warp's prepare of the
-// last level (f[j0]'s range found again, an intersection written to a row) and a count
-// over that row: most x of a hub's level have a handful of entries in the label range,
-// which left 30 of the warp's lanes idle (design.md 2s (b)). Count mode, the graph in
-// device memory, no access counting. Each lane's sum.
+// (a round; the caller may split between rounds): a lane whose x has a short label range
+// walks it and finds each visible entry in f[j0]'s list, which stays put while x moves;
+// the candidates with long ranges then go through the warp one by one. Instead of, per x,
+// a warp's prepare of the last level (f[j0]'s range found again, an intersection written
+// to a row) and a count over that row: most x of a hub's level have a handful of entries
+// in the label range, which left 30 of the warp's lanes idle (design.md 2s (b)). Count
+// mode, the graph in device memory, no access counting. Each lane's sum.
 __device__ long long tail_count(int L, int p, int from, int j0, int el_x, int el_0, long long k,
                                 const WarpState& s, const Plans& P, const Graph& g,
                                 const long long* buf, int lane, Io& io, bool& none) {
