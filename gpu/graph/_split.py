@@ -61,6 +61,8 @@ __all__ = ["Records", "finish_counts", "run_half"]
 R_INSERT, R_END, R_DLOG, R_LLOG, R_IGNORED, R_LOOP, R_WILD = range(7)
 # count_kinds' slots: applied updates, deferred-log and batch-log deletions
 _APPLIED_N, _DLOG_N, _LLOG_N = range(3)
+# _split_point's further slots: the first record of each thread past the split
+_FIRST_X, _FIRST_Y = 3, 4
 # a thread's counters: edge-set pairs added, dropped, tombstones reused; insertions, and
 # where its pending entries start
 _ADDS, _DROPS, _REUSED, _INSERTED, _BASE = range(5)
@@ -330,15 +332,15 @@ def _degrees(vdeg, r_kind, r_a, r_b, n):  # type: ignore[no-untyped-def]
 
 @nb.njit(cache=True, nogil=True)
 def _split_point(x_idx, x_kind, xn, y_idx, y_kind, yn, mid, out):  # type: ignore[no-untyped-def]
-    """The records of both threads before update ``mid``: into ``out`` the first of each
-    (slots 3 and 4) and their counts (count_kinds')."""
+    """The records of both threads before update ``mid``: into ``out`` their counts
+    (count_kinds') and where each thread's records from ``mid`` on begin."""
     cx = np.searchsorted(x_idx[:xn], mid)
     cy = np.searchsorted(y_idx[:yn], mid)
     out[:] = 0
     count_kinds(x_kind, cx, out)
     count_kinds(y_kind, cy, out)
-    out[3] = cx
-    out[4] = cy
+    out[_FIRST_X] = cx
+    out[_FIRST_Y] = cy
 
 
 @nb.njit(cache=True, nogil=True)
@@ -377,11 +379,11 @@ def run_half(me, i0, base, ops, src, dst, lab, keys, vals, used, direct, vlabel,
     if me == 0:
         finish_range(i0, mid, i0, tick, dl, ll, 0, 0, True, *cols)
     else:
-        before = np.zeros(5, np.int64)
+        before = np.zeros(_FIRST_Y + 1, np.int64)
         _split_point(x_idx, x_kind, xn, y_idx, y_kind, yn, mid, before)
         sync[4], sync[5] = finish_range(mid, stop, mid, tick + before[_APPLIED_N],
                                         dl + before[_DLOG_N], ll + before[_LLOG_N],
-                                        before[3], before[4], False, *cols)
+                                        before[_FIRST_X], before[_FIRST_Y], False, *cols)
     return stop
 
 

@@ -30,8 +30,8 @@ def test_each_setting_adds_its_define(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CSM_CUDA_MATCH_BLOCKS", "6")
     monkeypatch.setenv("CSM_CUDA_TAIL_SHORT", "4")
     monkeypatch.setenv("CSM_CUDA_INTERSECT_ILP", "2")
-    assert _defines() == ("-DCSM_FUSED_TAIL", "-DCSM_PAIRED_RANGE", "-DMATCH_BLOCKS=6", "-DTAIL_SHORT=4",
-                          "-DINTERSECT_ILP=2")
+    assert _defines() == ("-DCSM_FUSED_TAIL", "-DCSM_PAIRED_RANGE", "-DMATCH_BLOCKS=6",
+                          "-DTAIL_SHORT=4", "-DINTERSECT_ILP=2")
 
 
 @pytest.mark.parametrize(("var", "value"), [("CSM_CUDA_MATCH_BLOCKS", "17"),
