@@ -369,55 +369,92 @@ def enron(d: Path, repeat: int) -> list[str]:
 
 
 def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
-           wait: float) -> np.ndarray:
-    """Replays arrivals in real time; returns each update's response time in seconds.
+           wait: float, per_query: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Replays arrivals in real time; returns each update's response time in seconds and,
+    with ``per_query``, each delta's (an update's nonzero change to one query's matches).
 
     Batches close at b updates, once the first waiting update has waited ``wait``, or at
     once when nothing is in flight (the service's batching: it takes what has arrived
     whenever the engine has room, so a lone update never waits for company); up to
     PIPELINE batches, or IN_FLIGHT_UPDATES updates, are in flight at once, and a batch's
     updates are done when its result is read, which each turn does for every finished
-    batch at the head of those in flight before it submits more.
+    batch at the head of those in flight before it submits more. With ``per_query`` each
+    turn also takes every query's next batches that are ready for that query
+    (``PendingBatch.query_ready``: per-query delivery, in seq order within the query); a
+    delta is ready then, or when its batch's result is read, whichever comes first.
     """
     n = len(stream)
     done = np.zeros(n)
+    qids = [q.id for q in eng.queries] if per_query else []
+    qdone = np.zeros((n, len(qids)))
+    nonzero = np.zeros((n, len(qids)), np.bool_)
     t0 = time.perf_counter()
-    flight: list = []
+    batches: list = []   # (pending, lo, hi) in submission order; None once read
+    head = [0] * len(qids)   # each query's next batch not yet delivered
+    first = 0                # the oldest batch not yet read
     i = 0
 
+    def flying() -> int:
+        return len(batches) - first
+
     def finish_oldest() -> None:
-        p, lo, hi = flight.pop(0)
-        p.result()
-        done[lo:hi] = time.perf_counter() - t0
+        nonlocal first
+        p, lo, hi = batches[first]
+        r = p.result()
+        t = time.perf_counter() - t0
+        done[lo:hi] = t
+        if per_query:
+            nonzero[lo:hi] = r.counts != 0
+            for j in range(len(qids)):
+                if head[j] <= first:   # read before the query was seen ready
+                    qdone[lo:hi, j] = t
+                    head[j] = first + 1
+        batches[first] = None
+        first += 1
+
+    def deliver() -> None:
+        for j, q in enumerate(qids):
+            while head[j] < len(batches):
+                p, lo, hi = batches[head[j]]
+                if not p.query_ready(q):
+                    break
+                qdone[lo:hi, j] = time.perf_counter() - t0
+                head[j] += 1
 
     while i < n:
         # read every finished batch at the head first (the service's reader does): a
         # replay that fell behind submitted at once on every turn and read nothing until
         # its next idle moment, so results ready for 10-60 ms counted as not ready
-        while flight and flight[0][0].ready:
+        deliver()
+        while flying() and batches[first][0].ready:
             finish_oldest()
         now = time.perf_counter() - t0
         if arrivals[i] > now:              # idle: finish what is in flight, then wait
-            if flight:
+            if flying():
+                if per_query and not batches[first][0].ready:
+                    continue               # (taking each query as it comes)
                 finish_oldest()
             continue
         deadline = arrivals[i] + wait
         j = int(np.searchsorted(arrivals, now, side="right"))
         while j - i < b and now < deadline and j < n:
-            if flight and flight[0][0].ready:
+            deliver()
+            if flying() and batches[first][0].ready:
                 finish_oldest()
-            if not flight:   # the device is idle: nothing to wait for
+            if not flying():   # the device is idle: nothing to wait for
                 break
             now = time.perf_counter() - t0
             j = int(np.searchsorted(arrivals, now, side="right"))
         j = min(j, i + b)
-        flight.append((eng.submit(stream.slice(i, j)), i, j))
-        while len(flight) > PIPELINE and j - flight[0][1] > IN_FLIGHT_UPDATES:
+        batches.append((eng.submit(stream.slice(i, j)), i, j))
+        while flying() > PIPELINE and j - batches[first][1] > IN_FLIGHT_UPDATES:
             finish_oldest()
         i = j
-    while flight:
+    while flying():
+        deliver()
         finish_oldest()
-    return done - arrivals
+    delta = (qdone - arrivals[:, None])[nonzero] if per_query else None
+    return done - arrivals, delta
 
 
 class CollectorPass(NamedTuple):
@@ -447,7 +484,7 @@ def collector_passes() -> Iterator[list[CollectorPass]]:
 
 
 def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
-            max_query: int) -> list[str]:
+            max_query: int, per_query: bool = False) -> list[str]:
     cfg, ds = _big_dataset(edges, max_query)
     qs = [q for _, q in ds.queries]
     rng = np.random.default_rng(1)
@@ -456,9 +493,13 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
             "updates (about 2 s of arrivals) per rate with exponential "
             f"inter-arrival times; batches close at b={b} updates, after t={wait * 1e3:g} "
             "ms, or at once when nothing is in flight; response time = arrival to delta "
-            "ready in the engine.", "",
-            "| offered rate (updates/s) | updates | achieved (updates/s) | p50 (ms) | p99 (ms) |",
-            "|---|---|---|---|---|"]
+            "ready in the engine."
+            + (" Per delta: each query's deltas once that query is ready (per-query "
+               "delivery), an update's nonzero change to one query's matches a sample."
+               if per_query else ""), "",
+            "| offered rate (updates/s) | updates | achieved (updates/s) | p50 (ms) | p99 (ms) |"
+            + (" deltas | p50 per delta (ms) | p99 per delta (ms) |" if per_query else ""),
+            "|---|---|---|---|---|" + ("---|---|---|" if per_query else "")]
     pts = []
     for rate in (1e3, 1e4, 1e5, 3e5, 1e6, 1e7):
         # the last rate's engine freed before the next is built: reference cycles keep an
@@ -475,13 +516,16 @@ def latency(edges: int, count: int, b: int, wait: float, plots: Path | None,
         arr = np.cumsum(rng.exponential(1 / rate, n))
         arr -= arr[0]
         with collector_passes() as passes:
-            rt = _serve(eng, stream, arr, b, wait)
+            rt, delta = _serve(eng, stream, arr, b, wait, per_query)
         print(f"rate {rate:,.0f}: {len(passes)} collector passes, the longest "
               f"{max((x.seconds for x in passes), default=0) * 1e3:.2f} ms", flush=True)
         span = arr[-1] + rt[-1]
         p50, p99 = np.percentile(rt, 50) * 1e3, np.percentile(rt, 99) * 1e3
         pts.append((rate, n / span, p50, p99))
         rows.append(f"| {rate:,.0f} | {n:,} | {n / span:,.0f} | {p50:.3f} | {p99:.3f} |")
+        if delta is not None and len(delta):
+            rows[-1] += (f" {len(delta):,} | {np.percentile(delta, 50) * 1e3:.3f} | "
+                         f"{np.percentile(delta, 99) * 1e3:.3f} |")
         print(rows[-1], flush=True)
     if plots is not None:
         import matplotlib
@@ -563,7 +607,8 @@ def main() -> None:
         for mq in (3, 5):
             lines += ["", f"### Response time against the update rate (queries of 3-{mq} "
                       "vertices)", ""]
-            lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots, mq)
+            lines += latency(args.edges, args.latency_updates, 64, 0.125e-3, args.plots, mq,
+                             per_query=True)
     if {"yeast", "batch", "batch-equal", "latency"} & set(secs):
         write_section(args.out, BEGIN, END, lines)
     if {"breakdown", "updater"} & set(secs):

@@ -105,7 +105,7 @@ def run(rate: float, count: int, room: int, max_query: int) -> str:
     captures = pipe.captures
     t0 = time.perf_counter()
     with collector_passes() as passes:
-        rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
+        rt, _ = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
     import cupy
     cupy.cuda.Device().synchronize()
     took = [cupy.cuda.get_elapsed_time(s, done) for _, s, done, _ in log]

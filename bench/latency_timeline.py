@@ -117,7 +117,7 @@ def run(rate: float, n: int, rng: np.random.Generator, ds: Any, calls: _Calls,
     ev0.synchronize()
     t0 = time.perf_counter()
     with collector_passes() as passes:
-        rt = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
+        rt, _ = _serve(eng, ds.stream.slice(0, n), arr, 64, 0.125e-3)
     cupy.cuda.Device().synchronize()
     q = np.percentile(rt, [50, 99, 99.9]) * 1e3
     longest = max((x.seconds for x in passes), default=0.0)

@@ -165,7 +165,7 @@ def main() -> None:
         arr = np.cumsum(np.random.default_rng(1).exponential(1 / rate, n))
         arr -= arr[0]
         TIMES.clear()
-        rt = _serve(eng, stream.slice(0, n), arr, 64, 0.000125)
+        rt, _ = _serve(eng, stream.slice(0, n), arr, 64, 0.000125)
         pipe = eng.executor._pipeline  # type: ignore[attr-defined]
         ps = " / ".join(f"{x:.3f}" for x in np.percentile(rt, [50, 90, 99, 99.9, 100]) * 1e3)
         print(f"== replay at {rate:,.0f}/s, {len(queries)} queries: {n / (arr[-1] + rt[-1]):,.0f}"

@@ -73,7 +73,7 @@ def main() -> None:
             arr -= arr[0]
             dog.stalls.clear()
             t0 = time.perf_counter()
-            rt = G._serve(eng, ds.stream.slice(0, n), arr, 64, 0.000125)
+            rt, _ = G._serve(eng, ds.stream.slice(0, n), arr, 64, 0.000125)
             worst = np.argsort(rt)[-3:]
             print(f"queries of 3-{mq}, {rate:,.0f}/s: p50 / p99 / max "
                   f"{np.percentile(rt, 50) * 1e3:.3f} / {np.percentile(rt, 99) * 1e3:.3f} / "

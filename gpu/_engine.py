@@ -409,6 +409,13 @@ class Engine:
         return _batch_result(r.ops, p.batch.seq, r.sub, p.batch.op, p.qids, r.counts, {},
                              _stats(p, r.tally, time.perf_counter()))
 
+    def _query_pipelined(self, p: PendingBatch, j: int) -> BatchResult:
+        """Query column ``j`` of a device pipeline batch whose other queries may still
+        be matching (``BatchTicket.ready_for``)."""
+        r = cast("BatchTicket", p.ticket).columns_for(j)
+        return _batch_result(r.ops, p.batch.seq, r.sub, p.batch.op, (p.qids[j],), r.counts,
+                             {}, _stats(p, r.tally, time.perf_counter(), ei=r.applied))
+
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
                     cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
         """One task per (edge op, query); ``cols``: some queries' places in the plan set
@@ -476,22 +483,62 @@ class PendingBatch:
             self._result = self._engine._finish(self)
         return self._result
 
+    def query_ready(self, query_id: int) -> bool:
+        """``query_result(query_id)`` would not wait: that query's deltas of this batch
+        and of every batch submitted before it are final, although other queries may
+        still be matching (the device pipeline delivers each query once its own work is
+        done; elsewhere this is :attr:`ready`). Raises UnknownQueryError for a query that
+        was not standing at submit."""
+        j = self._column(query_id)
+        ready_for = getattr(self.ticket, "ready_for", None)
+        if self._result is not None or ready_for is None or self.ops is not None:
+            return self.ready
+        return bool(ready_for(j))
+
+    def query_result(self, query_id: int) -> BatchResult:
+        """This batch's result for one standing query (``query_ids`` is that query
+        alone; the stats' created and destroyed are its matches): at once where
+        :meth:`query_ready`, else once :meth:`result` has come."""
+        j = self._column(query_id)
+        if self._result is None and self.ops is None and self.query_ready(query_id):
+            return self._engine._query_pipelined(self, j)
+        return _one_query(self.result(), j)
+
+    def _column(self, query_id: int) -> int:
+        try:
+            return self.qids.index(query_id)
+        except ValueError:
+            raise UnknownQueryError(f"query {query_id} was not standing when this batch "
+                                    f"was submitted (standing: {list(self.qids)})") from None
+
 
 _batch_result = positional(BatchResult)
 _batch_stats = positional(BatchStats)
 
 
 def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
-           io: IoStats | None = None) -> BatchStats:
+           io: IoStats | None = None, ei: npt.NDArray[np.int64] | None = None) -> BatchStats:
     """A finished batch's stats: its tally (applied, ignored, rejected, created, destroyed;
     the device pipeline's as ints already), times from submit (t0, t1) to ``t2``, and
-    out-of-core traffic. Positional: a small batch's keywords cost a microsecond."""
-    assert p.ei is not None
+    out-of-core traffic. Positional: a small batch's keywords cost a microsecond. ``ei``:
+    the applied edge updates where the batch has not been read (one query's result)."""
+    ei = p.ei if ei is None else ei
+    assert ei is not None
     a, i, r, pos, neg = tally if isinstance(tally, list) else tally.tolist()
     hb, hits, misses = (0, 0, 0) if io is None else (io.host_bytes, io.cache_hits,
                                                      io.cache_misses)
-    return _batch_stats(len(p.batch), len(p.ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
+    return _batch_stats(len(p.batch), len(ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
                         p.ntasks, hb, hits, misses)
+
+
+def _one_query(r: BatchResult, j: int) -> BatchResult:
+    """Result ``r`` for its query column ``j`` alone."""
+    q = r.query_ids[j]
+    counts = np.ascontiguousarray(r.counts[:, j:j + 1])
+    stats = replace(r.stats, positive=int(counts[counts > 0].sum()),
+                    negative=int(-counts[counts < 0].sum()))
+    return replace(r, query_ids=(q,), counts=counts,
+                   listings={q: r.listings[q]} if q in r.listings else {}, stats=stats)
 
 
 def _empty_ops(n: int = 0) -> OpTable:

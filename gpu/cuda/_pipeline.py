@@ -12,9 +12,12 @@ control block after its front is launched (apply_step waits for it at its end):
                   batch's match lane; the primitive updates' columns into the launch's
                   result region (pinned host memory that becomes the result: _arena.py)
     on the batch's match lane (one of the executor's slot streams, with its rows)
-    match_step    warps take units and T-DFS sub-tasks (counts per task)
-    collect_step  signed, scaled counts into the result region, then the block's sequence
-                  number into the control block
+    match_step    warps take units and T-DFS sub-tasks (counts per task); the warp that
+                  finishes a query's last item writes that query's signed, scaled counts
+                  into the result region and the launch's sequence number into the query's
+                  ready word (a block's ``ready``, mapped): per-query delivery
+    collect_step  the same for queries without units, then the block's sequence number
+                  into the control block
 
 So batch k's matching runs beside the resolving of k+1 and the matching of the batches
 on the other lanes: at small b one batch's matching leaves most of the GPU idle. A lane's
@@ -63,6 +66,7 @@ from ._updater import (
 )
 from .kernels import (
     BUILD_TILES,
+    QUERY_WORDS,
     QUEUE_COUNTERS,
     TILE,
     UPDATES_PER_BLOCK,
@@ -137,6 +141,22 @@ class BatchTicket:
     def ready(self) -> bool:
         return self.result is not None or self.pipe.poll(self.launch)
 
+    def ready_for(self, j: int) -> bool:
+        """Whether query ``j``'s counts (its place in the plan set) of this batch and of
+        every batch before it are in their regions, although other queries may still be
+        matching (per-query delivery; a launch the host path finishes is ready only once
+        it has been read)."""
+        return self.result is not None or self.pipe.poll_query(self.launch, j)
+
+    def columns_for(self, j: int) -> BatchColumns:
+        """Its columns with query ``j``'s counts alone (a copy), once :meth:`ready_for`;
+        the region's rows serve the rest as for :meth:`wait`."""
+        if self.result is not None:
+            return _one_query(self.result, j)
+        g = self.launch
+        assert g.region is not None and not self.part
+        return _query_columns(g.region, g.row0 + self.lo, len(self.batch), j)
+
     def sync(self) -> None:
         """Until the device work of its launch and of every launch before it is done
         (starting its launch first if it still gathers batches)."""
@@ -174,6 +194,14 @@ class SplitTicket:
     @property
     def ready(self) -> bool:
         return self.result is not None or self.parts[-1].ready
+
+    def ready_for(self, j: int) -> bool:
+        return self.result is not None or self.parts[-1].ready_for(j)   # (and the parts before)
+
+    def columns_for(self, j: int) -> BatchColumns:
+        if self.result is not None:
+            return _one_query(self.result, j)
+        return _query_columns(self.region, 0, len(self.batch), j)
 
     def sync(self) -> None:
         self.parts[-1].sync()   # covers every launch before its own
@@ -217,6 +245,15 @@ class _Launch:
         collect_step writes the sequence number last; cheaper than an event query)."""
         return not self.done and self.block.ctrl[C_DONE] != self.seq
 
+    def query_ready(self, j: int) -> bool:
+        """Read, or query ``j``'s counts are in its region: the query's ready word holds
+        its number (written after the counts) and its resolve finished (C_CODE, written
+        before: a launch that stopped on a full pool or output, or was skipped behind one,
+        has its results from the host path when it is read). The ready word first: the
+        device wrote the code before it."""
+        b = self.block
+        return self.done or (int(b.ready[j]) == self.seq and int(b.ctrl[C_CODE]) == DONE)
+
 
 class _Lane:
     """Where a batch's matching runs: an executor slot's stream and candidate rows (every
@@ -235,6 +272,10 @@ class _Block:
     def __init__(self, cp: Any, cap: int, lane: _Lane) -> None:
         self.lane = lane
         self.ctrl = mapped_zeros(self.words(cap), np.dtype(np.int64))
+        #: each query's ready word: the number of the last launch whose counts of that
+        #: query are in its region (sized for the standing queries: :meth:`fit`)
+        self.ready = mapped_zeros(1, np.dtype(np.int64))
+        self.ready_ptr = device_pointer(self.ready)
         self.inp = self.ctrl[C_HDR:C_HDR + 2 * cap].view(np.int32).reshape(4, cap)
         self.ptr = device_pointer(self.ctrl)
         #: the new vertices' external ids of its batches (two an update, the rows' own
@@ -255,6 +296,12 @@ class _Block:
     @staticmethod
     def words(cap: int) -> int:
         return C_HDR + 2 * cap
+
+    def fit(self, nq: int) -> None:
+        """Ready words for ``nq`` queries (at set-up: nothing of this block is in flight)."""
+        if len(self.ready) < nq:
+            self.ready = mapped_zeros(nq, np.dtype(np.int64))
+            self.ready_ptr = device_pointer(self.ready)
 
 
 class DevicePipeline:
@@ -372,6 +419,9 @@ class DevicePipeline:
                     "u_nchunk": cp.zeros(pairs, cp.int32),
                     "dims": cp.zeros(D_SIZE, cp.int32),
                     "q_ctr": cp.zeros(QUEUE_COUNTERS, cp.uint32),
+                    # each query's items, done and collected (match.cu Q_EACH); zero
+                    # between launches (collect_step zeroes them)
+                    "q_each": cp.zeros(QUERY_WORDS * max(nq, 1), cp.uint32),
                     "queue": cp.zeros(self.ex.config.queue_records * 16, cp.int32),
                 }
                 lane.last = None
@@ -388,6 +438,8 @@ class DevicePipeline:
             self._blocks = []
         self._blocks += [_Block(self.cp, LAUNCH_CAP, self._lanes[i % len(self._lanes)])
                          for i in range(len(self._blocks), self.depth)]
+        for block in self._blocks:
+            block.fit(nq)
         self._next = 0
         # the id map's room for a launch's new ends (stage reserves two an update), so a
         # fresh engine's first launches do not rehash it (0.6 ms of a first 16,384 launch);
@@ -500,7 +552,7 @@ class DevicePipeline:
             d["q_lo"], d["q_hi"], d["l2src"], np.int32(self._nq), np.int32(c.slice_size),
             np.int32(c.max_slices), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"],
             ld["t_count"], ld["t_row"], ld["u_task"], ld["u_plan"], ld["u_first"],
-            ld["u_nchunk"], ld["q_ctr"], d["unit_scan"]))
+            ld["u_nchunk"], ld["q_ctr"], d["unit_scan"], ld["q_each"]))
         mark()
 
     def _back(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
@@ -514,11 +566,13 @@ class DevicePipeline:
             nb_label, *u.arrays(), np.int32(0), null, np.int32(0), np.int64(0),
             lane.stack, np.int64(self._stride), np.int64(levels), np.int64(warps),
             ld["queue"], np.int32(len(ld["queue"]) // 16), np.int32(0), np.int64(split),
-            ld["q_ctr"], np.int32(least), ld["t_count"], null, null, null, null, null, null))
+            ld["q_ctr"], np.int32(least), ld["t_count"], null, null, null, null, null, null,
+            ld["q_each"], np.int32(self._nq), ld["t_row"], self._dev["scale"], block.ready_ptr))
         mark = mark or _nothing
         mark()
         self._collect((1,), (256,), (block.ptr, ld["dims"], ld["t_count"], ld["t_row"],
-                                     self._dev["scale"], np.int32(self._nq)))
+                                     self._dev["scale"], np.int32(self._nq), ld["q_each"],
+                                     block.ready_ptr))
         mark()
 
     # -- batches ------------------------------------------------------------------------
@@ -624,6 +678,27 @@ class DevicePipeline:
             if g is self._open and (self.busy_launches == 0 or not self._busy()):
                 self._start(g)
             return g.event is not None and not any(x.on_device for x in self._upto(g))
+
+    def poll_query(self, g: _Launch, j: int) -> bool:
+        """Whether query ``j``'s counts of ``g`` and of every launch before it are in
+        their regions (starts ``g`` as :meth:`poll` does). A launch before it that the
+        device has left stopped (full pool or output) is finished on the host path here,
+        with those before it: nothing else would, while its reader waits per query."""
+        with self._lock:
+            self._check()
+            if g is self._open and (self.busy_launches == 0 or not self._busy()):
+                self._start(g)
+            if g.event is None:
+                return False
+            for x in self._upto(g):
+                if x.query_ready(j):
+                    continue
+                if x.done or x.on_device or int(x.block.ctrl[C_CODE]) == DONE:
+                    return False   # (DONE: its ready word is still to come)
+                self._finish(x)   # stopped: recovered, the launches skipped behind it again
+                if not x.done:
+                    return False
+            return True
 
     def launch_now(self, g: _Launch) -> list[Any]:
         """Start ``g`` if it gathers batches; the events of every launch up to it."""
@@ -969,6 +1044,26 @@ def _launch_columns(r: Region, row0: int, bounds: npt.NDArray[np.int64]) -> list
 def _columns(r: Region, at: int, n: int) -> BatchColumns:
     """One batch's result from rows ``at..at+n-1`` of its region."""
     return _launch_columns(r, at, np.array([0, n], np.int64))[0]
+
+
+def _query_columns(r: Region, at: int, n: int, j: int) -> BatchColumns:
+    """Rows ``at..at+n-1`` of region ``r`` with query ``j``'s counts alone, copied (the
+    other queries' may still be written): its applied updates, and its tally with the
+    matches of that query only."""
+    counts = np.ascontiguousarray(r.counts[at:at + n, j:j + 1])
+    s = slice(at, at + n)
+    ei, rows = finish_launch(r.op[s], r.status[s], counts, 0, np.array([0, n], np.int64))
+    _, _, e0, e1, *tally = rows[0].tolist()
+    return BatchColumns(_op_table(row_numbers(n), r.op[s], r.a[s], r.b[s], r.src[s], r.dst[s],
+                                  r.label[s], r.tick[s], r.status[s], r.reason[s]),
+                        ei[e0:e1], counts, zero_subs(n), tally)
+
+
+def _one_query(c: BatchColumns, j: int) -> BatchColumns:
+    """Read columns ``c`` with query ``j``'s counts alone (its tally's matches too)."""
+    counts = np.ascontiguousarray(c.counts[:, j:j + 1])
+    tally = [*c.tally[:3], int(counts[counts > 0].sum()), int(-counts[counts < 0].sum())]
+    return BatchColumns(c.ops, c.applied, counts, c.sub, tally)
 
 
 def _keep_flips(graphs: dict[tuple[int, ...], Any], key: tuple[int, ...]) -> None:

@@ -86,6 +86,33 @@ def test_batch_size_does_not_change_results() -> None:
         assert np.array_equal(r, results[0])
 
 
+def test_each_query_reads_its_own_column_of_a_batch() -> None:
+    """``query_result`` is the batch's result for one standing query (its column, its
+    matches in the stats, the rest of the result as it is); on the CPU engine every query
+    is ready with the batch. A query not standing at submit is refused by name."""
+    from gpu.exceptions import UnknownQueryError
+
+    ds = generate(GenConfig(vertices=800, edges=3000, queries=3, max_query=4,
+                            delete_ratio=0.1, seed=5))
+    eng = Engine("cpu")
+    g = ds.initial
+    eng.load_graph(g.vertex_ids, g.vertex_labels, g.src, g.dst, g.label)
+    qids = [eng.register(QuerySpec(q, CountMode.EMBEDDINGS))[0].id for _, q in ds.queries]
+    for chunk in iter_chunks(ds.stream, 500):
+        p = eng.submit(chunk)
+        for j, q in reversed(list(enumerate(qids))):   # any order, before or after result
+            assert p.query_ready(q) == p.ready
+            r = p.query_result(q)
+            col = p.result().counts[:, j]
+            assert r.query_ids == (q,) and np.array_equal(r.counts[:, 0], col)
+            assert r.stats.positive == int(col[col > 0].sum())
+            assert r.stats.negative == int(-col[col < 0].sum())
+            assert r.stats.applied == p.result().stats.applied
+            assert np.array_equal(r.seq, p.result().seq)
+    with pytest.raises(UnknownQueryError, match="query 999 was not standing"):
+        p.query_result(999)
+
+
 def test_memory_stays_bounded_on_endless_churn() -> None:
     eng, churn = churn_engine("cpu")
     live = eng.graph.num_edges

@@ -44,3 +44,35 @@ def test_a_bad_value_names_the_setting(monkeypatch: pytest.MonkeyPatch, var: str
     monkeypatch.setenv(var, value)
     with pytest.raises(BackendError, match=var):
         _defines()
+
+
+def _enum(src: str, first: str) -> list[str]:
+    """The names of the C enum that starts with ``first``."""
+    body = src[src.index(f"enum {{ {first} = 0"):]
+    body = body[:body.index("}")]
+    return [w.split("=")[0].strip() for w in body[len("enum {"):].split(",") if w.strip()]
+
+
+def _define(src: str, name: str) -> str:
+    line = next(x for x in src.splitlines() if x.startswith(f"#define {name} "))
+    return line.split(None, 2)[2].split("//")[0].strip()
+
+
+def test_the_kernels_agree_on_the_words_they_share() -> None:
+    """match.cu and update.cu are compiled apart (no shared header: CuPy's cache key is
+    each source's text), so the launch's device words and the per-query words each file
+    spells out must be the same lists, and the pipeline's sizes must match them."""
+    from pathlib import Path
+
+    from gpu.cuda import _pipeline
+    from gpu.cuda.kernels import QUERY_WORDS
+
+    root = Path(_pipeline.__file__).parent / "kernels"
+    match, update = (root / "match.cu").read_text(), (root / "update.cu").read_text()
+    words = _enum(match, "D_PAIRS")
+    assert words == _enum(update, "D_PAIRS")
+    assert [getattr(_pipeline, w) for w in words] == list(range(len(words)))
+    assert _define(match, "Q_EACH") == "(3 * Q_LINE)" and _define(match, "Q_LINE") == "32"
+    assert _define(update, "Q_EACH") == "(3 * 32)" and QUERY_WORDS == 3 * 32
+    assert _define(match, "QE_COLLECTED") == "(2 * Q_LINE)"
+    assert _define(update, "QE_COLLECTED") == "(2 * 32)"

@@ -3,6 +3,8 @@ batches in flight and results read in random order (needs a CUDA device)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from _batches import raw_stream, triangle
@@ -79,6 +81,83 @@ def test_many_batches_in_flight_read_in_random_order(seed: int) -> None:
         _same(expected[j], pending[j].result(), j)
     pipe = gpu.executor._pipeline   # type: ignore[attr-defined]
     assert pipe.launches > 0
+
+
+def _deliver_per_query(cpu: Engine, gpu: Engine, chunks: list[UpdateBatch],
+                       rng: np.random.Generator) -> int:
+    """Submit every chunk, then take each standing query's results in seq order, the
+    queries polled in random order (per-query delivery: a query's deltas once its own
+    work is done); each equals the CPU engine's column. Returns how many were taken while
+    their batch as a whole was not ready yet."""
+    expected = [cpu.apply(c) for c in chunks]
+    pending = [gpu.submit(c) for c in chunks]
+    qids = list(pending[0].qids)
+    head = dict.fromkeys(qids, 0)   # each query's next batch
+    early = 0
+    deadline = time.monotonic() + 120
+    while any(k < len(chunks) for k in head.values()):
+        assert time.monotonic() < deadline, f"per-query delivery stalled at {head}"
+        for q in rng.permutation(qids).tolist():
+            k = head[q]
+            if k == len(chunks) or not pending[k].query_ready(q):
+                continue
+            whole = pending[k].ready
+            got = pending[k].query_result(q)
+            early += not whole
+            j = qids.index(q)
+            want = expected[k]
+            assert got.query_ids == (q,) and got.counts.shape == (len(want.counts), 1)
+            assert np.array_equal(want.counts[:, j], got.counts[:, 0]), (k, q)
+            for col in ("status", "tick", "a", "b"):
+                assert np.array_equal(getattr(want.ops, col), getattr(got.ops, col)), (k, col)
+            col = want.counts[:, j]
+            assert (got.stats.positive, got.stats.negative) == (int(col[col > 0].sum()),
+                                                                 int(-col[col < 0].sum()))
+            assert got.stats.applied == want.stats.applied, k
+            head[q] = k + 1
+    for k in rng.permutation(len(chunks)).tolist():   # and the whole results after
+        _same(expected[k], pending[k].result(), k)
+    return early
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_each_query_is_delivered_once_its_own_work_is_done(seed: int) -> None:
+    """Queries of 3-5 vertices and a triangle over many batches in flight: each query's
+    column of each batch, taken in seq order as soon as that query is ready, equals the
+    CPU engine's, whatever the order the queries are polled in (design.md 2u)."""
+    ds = generate(GenConfig(vertices=3000, edges=15000, labels=4, queries=4, max_query=5,
+                            insert_ratio=0.45, delete_ratio=0.05, seed=seed))
+    queries = [(q, MODES[seed % 2]) for _, q in ds.queries] + [(triangle(), MODES[0])]
+    cpu, gpu = _engines(ds, queries)
+    rng = np.random.default_rng(seed)
+    _deliver_per_query(cpu, gpu, _chunks(ds.stream, rng, 4096 if seed == 1 else 64), rng)
+
+
+def test_per_query_delivery_waits_for_a_launch_the_host_path_finishes() -> None:
+    """A tiny pool: launches stop on it and the skipped ones behind them run again; their
+    queries are not ready until the host path has finished them (their ready words were
+    written by the stopped or skipped run, with nothing or too little counted), and then
+    their columns are exact."""
+    ds = generate(GenConfig(vertices=400, edges=600, labels=2, queries=2, max_query=4,
+                            insert_ratio=0.8, delete_ratio=0.1, seed=7))
+    queries = [(q, CountMode.SUBGRAPHS) for _, q in ds.queries] + [(triangle(), MODES[0])]
+    cpu, gpu = _engines(ds, queries)
+    gpu.executor._pipeline.collect_garbage = False   # type: ignore[attr-defined]
+    rng = np.random.default_rng(7)
+    _deliver_per_query(cpu, gpu, _chunks(ds.stream, rng, 200), rng)
+    assert gpu.executor._pipeline.recoveries > 0   # type: ignore[attr-defined]
+
+
+def test_a_split_batch_is_delivered_per_query_once_every_part_is() -> None:
+    """A batch of three launches and the batches around it: each query's column comes
+    once all its parts (and every launch before) have that query's counts."""
+    from gpu.cuda._pipeline import LAUNCH_CAP
+
+    stream = raw_stream(5, 3 * LAUNCH_CAP, 400, hub_every=3, vertex_ops=0.0)
+    cpu, gpu = _hub_engines(np.random.default_rng(5), 400, 4000, MODES)
+    cuts = [0, 1, 2 * LAUNCH_CAP + 2, 2 * LAUNCH_CAP + 9, len(stream)]
+    chunks = [stream.slice(a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
+    _deliver_per_query(cpu, gpu, chunks, np.random.default_rng(5))
 
 
 @pytest.mark.parametrize(("vertices", "edges", "most"), [(400, 600, 200), (2000, 12000, 3000)],

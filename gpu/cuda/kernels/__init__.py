@@ -14,8 +14,8 @@ from typing import Any
 
 from ...exceptions import BackendError
 
-__all__ = ["BUILD_TILES", "COMPACT_RANGE", "LF_GMAX", "QUEUE_COUNTERS", "TILE", "UPDATES_PER_BLOCK",
-           "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
+__all__ = ["BUILD_TILES", "COMPACT_RANGE", "LF_GMAX", "QUERY_WORDS", "QUEUE_COUNTERS", "TILE",
+           "UPDATES_PER_BLOCK", "WARPS_PER_BLOCK", "cupy_or_raise", "kernel", "sm_count"]
 
 _DIR = Path(__file__).parent
 
@@ -35,6 +35,9 @@ WARPS_PER_BLOCK = 4
 #: match.cu's counter words: next unit, queue head / tail, pushed, done, finished,
 #: consumers, a line of 32 each
 QUEUE_COUNTERS = 7 * 32
+#: match.cu / update.cu Q_EACH: a pipelined launch's words for each query (its items, those
+#: done, whether collected; a line of 32 each)
+QUERY_WORDS = 3 * 32
 
 
 def cupy_or_raise() -> ModuleType:

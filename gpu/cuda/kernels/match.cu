@@ -641,6 +641,8 @@ struct Queue {
     int epoch;
     long long split_cycles;   // 0: never split
     unsigned int* ctr;
+    unsigned int* each;       // a pipelined launch's per-query words (Q_EACH), or null
+    int nq;
 };
 #define Q_REC 16
 #define Q_LINE 32
@@ -652,6 +654,14 @@ struct Queue {
 #define Q_FINISHED (5 * Q_LINE)
 #define Q_CONSUMERS (6 * Q_LINE)
 #define Q_PIECES 16
+// A pipelined launch's words for each query (match_step's `q_each`, Q_EACH a query, each
+// counter on a line of its own; build_units adds the query's units, collect_step zeroes
+// them for the lane's next launch): its items (units, and sub-tasks as they are pushed),
+// those done, and whether the warp that finished its last item has collected its counts
+#define Q_EACH (3 * Q_LINE)
+#define QE_ITEMS 0
+#define QE_DONE Q_LINE
+#define QE_COLLECTED (2 * Q_LINE)
 
 __device__ __forceinline__ int ld_volatile(const int* p) { return *(const volatile int*)p; }
 __device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
@@ -672,7 +682,11 @@ __device__ bool split(int base, int L, int t, int p, int pieces, WarpState& s, c
     if (lane == 0) {
         first = (int)atomicAdd(q.ctr + Q_TAIL, (unsigned)want);
         got = max(0, min(want, q.cap - first));
-        if (got > 0) atomicAdd(q.ctr + Q_PUSHED, (unsigned)got);   // before anyone can finish one
+        if (got > 0) {   // before anyone can finish one
+            if (q.each != nullptr)
+                atomicAdd(q.each + (t % q.nq) * Q_EACH + QE_ITEMS, (unsigned)got);
+            atomicAdd(q.ctr + Q_PUSHED, (unsigned)got);
+        }
         __threadfence();
     }
     got = __shfl_sync(FULL, got, 0);
@@ -942,8 +956,57 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
     stride, levels, n_warps, q_rec, q_cap, ep, split_cycles, q_ctr, max_consumers, t_count, \
     rows, t_row_off, t_want, t_slots, io_total, acc
 
+// device words of a pipelined launch (update.cu D_*; tests/gpu/test_kernel_flags.py
+// checks the two lists agree)
+enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTASK, D_RB_LO,
+       D_RB_HI, D_RROWS, D_RROW0, D_SIZE };
+
+// Per-query delivery (design.md 2u): the warp that finishes a query's last item writes that
+// query's signed, scaled counts into the launch's result region (update.cu collect_step's
+// loop, for one query; counts already zero there are not written again), then the launch's
+// sequence number into the query's ready word (mapped host memory, read by the host's
+// BatchTicket.ready_for), so the query's deltas need not wait for the other queries' units.
+// The region's counts column, as update.cu region_at lays it out: tick, src, dst, then the
+// counts, `rows` rows each.
+#define COLLECT_UNROLL 8
+__device__ __forceinline__ void collect_query(int qi, int nq, const int* dims,
+                                           const unsigned long long* t_count, const int* t_row,
+                                           const long long* scale, long long* ready,
+                                           unsigned int* each, int lane) {
+    long long ne = dims[D_NTASK] / nq;   // the launch's edge updates (tasks per query)
+    char* base = (char*)(((unsigned long long)(unsigned)dims[D_RB_HI] << 32)
+                         | (unsigned)dims[D_RB_LO]);
+    long long* counts = (long long*)base + 3 * (long long)dims[D_RROWS];
+    long long row0 = dims[D_RROW0], num = scale[qi], den = scale[nq + qi];
+    for (long long e0 = 0; e0 < ne; e0 += 32 * COLLECT_UNROLL) {
+        unsigned long long c[COLLECT_UNROLL];
+#pragma unroll
+        for (int u = 0; u < COLLECT_UNROLL; ++u) {   // the loads first, all in flight
+            long long e = e0 + 32 * u + lane;
+            c[u] = e < ne ? __ldcg(t_count + e * nq + qi) : 0ULL;   // (atomics: L2's)
+        }
+#pragma unroll
+        for (int u = 0; u < COLLECT_UNROLL; ++u) {
+            if (c[u] == 0) continue;
+            int rc = t_row[e0 + 32 * u + lane];
+            long long v = (long long)c[u] * num / den;
+            counts[(row0 + (rc >> 1)) * nq + qi] = (rc & 1) ? -v : v;
+        }
+    }
+    __threadfence_system();   // every lane's counts before the ready word
+    __syncwarp();
+    if (lane == 0) {
+        each[qi * Q_EACH + QE_COLLECTED] = 1u;   // collect_step leaves it alone
+        ready[qi] = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
+    }
+}
+
 // The matching loop of one launch: warps take units, then sub-tasks, until all are done.
-__device__ __forceinline__ void match_body(MATCH_ARGS) {
+// With `q_each` (the pipeline's launches), each query's counts are delivered as soon as its
+// own items are done (collect_query).
+__device__ __forceinline__ void match_body(MATCH_ARGS, const int* dims, unsigned int* q_each,
+                                           int nq, const int* t_row, const long long* scale,
+                                           long long* ready) {
     __shared__ WarpState states[WARPS_PER_BLOCK];
     int lane = threadIdx.x & 31;
     int wib = threadIdx.x >> 5;
@@ -958,7 +1021,7 @@ __device__ __forceinline__ void match_body(MATCH_ARGS) {
     Graph g{key, elab, ct, dt, seg, vlabel, host, (const int*)cache, c_ptr, c_key,
             (const int*)(c_key + 3 * c_e), c_key + c_e, c_key + 2 * c_e, c_n};
     Plans P{pl, nb_level, nb_label};
-    Queue q{q_rec, q_cap, q_epoch, split_cycles, q_ctr};
+    Queue q{q_rec, q_cap, q_epoch, split_cycles, q_ctr, q_each, nq};
     Io io{0, 0, 0};
     bool units = true;
     while (true) {
@@ -1029,6 +1092,17 @@ __device__ __forceinline__ void match_body(MATCH_ARGS) {
             if (done == (unsigned)n_units + ld_volatile(q_ctr + Q_PUSHED))
                 atomicExch(q_ctr + Q_FINISHED, 1u);
         }
+        if (q_each != nullptr) {   // the item's query: was it its last?
+            int qi = t % nq, last = 0;
+            if (lane == 0) {
+                unsigned* qc = q_each + qi * Q_EACH;
+                unsigned d = atomicAdd(qc + QE_DONE, 1u) + 1;
+                __threadfence();
+                last = d == ld_volatile(qc + QE_ITEMS);
+            }
+            if (__shfl_sync(FULL, last, 0))
+                collect_query(qi, nq, dims, t_count, t_row, scale, ready, q_each, lane);
+        }
     }
     if (io_total != nullptr) {
         long long b = warp_sum((long long)io.bytes), h = warp_sum((long long)io.hits),
@@ -1051,17 +1125,22 @@ __device__ __forceinline__ void match_body(MATCH_ARGS) {
 #endif
 extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS) match_units(
     MATCH_ARGS) {
-    match_body(MATCH_PASS(n_pairs, n_units, q_epoch));
+    match_body(MATCH_PASS(n_pairs, n_units, q_epoch), nullptr, nullptr, 0, nullptr, nullptr,
+               nullptr);
 }
 
 // The pipeline's launch (gpu/cuda/_pipeline.py): the unit counts and the queue epoch come from
 // the device (kernels/update.cu::build_units wrote them), so one captured graph serves
-// every batch; n_pairs, n_units and q_epoch are ignored.
+// every batch; n_pairs, n_units and q_epoch are ignored. Each query's counts go into the
+// result region once its items are done (`q_each`, `ready`: collect_query); collect_step
+// after it does the rest (queries without units).
 extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS) match_step(
-    const int* dims, MATCH_ARGS) {
-    int nu = dims[1];
+    const int* dims, MATCH_ARGS, unsigned int* q_each, int nq, const int* t_row,
+    const long long* scale, long long* ready) {
+    int nu = dims[D_UNITS];
     if (nu == 0) return;   // no unit: nothing would end the wait for sub-tasks
-    match_body(MATCH_PASS(dims[0], nu, dims[2]));
+    match_body(MATCH_PASS(dims[D_PAIRS], nu, dims[D_EPOCH]), dims, q_each, nq, t_row, scale,
+               ready);
 }
 
 // Graph updater, in two launches on one stream: install_entries writes the entries of new

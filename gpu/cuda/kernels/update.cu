@@ -2109,6 +2109,13 @@ __device__ __forceinline__ Region region_at(const int* w, int nq) {
     return r;
 }
 
+// A pipelined launch's words for each query, Q_EACH a query (match.cu Q_EACH: its items,
+// those done, whether collected); build_units sums the first QSUM_MAX queries' units a block
+// in shared memory before adding them there
+#define Q_EACH (3 * 32)
+#define QE_COLLECTED (2 * 32)
+#define QSUM_MAX 64
+
 // One tile's share of build_units: its rows' columns into the result region (`out` set,
 // the first pass), or its tasks and (task, plan) pairs at the running offsets (ce, cp,
 // cu: tasks' edge updates, pairs, units; the second pass); the offsets advance either way.
@@ -2120,7 +2127,7 @@ __device__ __forceinline__ void unit_tile(
     const int* q_lo, const int* q_hi, const int* l2src, int nq, int slice, int max_slices,
     int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count, int* t_row,
     int* u_task, int* u_plan, int* u_first, int* u_nchunk, int* wsum, int& ce, int& cp,
-    int& cu) {
+    int& cu, unsigned* qsum, unsigned* q_each) {
     long long i = base + threadIdx.x;
     bool edge = false;
     int a = 0, b = 0, el = 0;
@@ -2163,7 +2170,8 @@ __device__ __forceinline__ void unit_tile(
     int pe = cp + block_scan(np, wsum, &ptot);
     int ue = cu + block_scan(nu, wsum, &utot);
     if (write && np) {
-        for (int j = 0; j < nq; ++j)
+        for (int j = 0; j < nq; ++j) {
+            int uj = ue;
             for (int p = q_lo[j]; p < q_hi[j]; ++p)
                 if (root_fits(pl, p, a, b, el, va, vb, la, lb)) {
                     int s = slices(pl, l2src, p, la, lb, slice, max_slices);
@@ -2172,6 +2180,9 @@ __device__ __forceinline__ void unit_tile(
                     ++pe;
                     ue += s;
                 }
+            if (ue > uj)   // the query's units, for its delivery (match.cu collect_query)
+                atomicAdd(j < QSUM_MAX ? qsum + j : q_each + j * Q_EACH, (unsigned)(ue - uj));
+        }
     }
     cp += ptot;
     cu += utot;
@@ -2200,8 +2211,9 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     const int* l2src, int nq, int slice, int max_slices,
     int* t_a, int* t_b, int* t_el, long long* t_k, unsigned long long* t_count, int* t_row,
     int* u_task, int* u_plan, int* u_first, int* u_nchunk, unsigned int* q_ctr,
-    long long* scan) {
+    long long* scan, unsigned int* q_each) {
     __shared__ int wsum[NWARPS];
+    __shared__ unsigned qsum[QSUM_MAX];
     __shared__ long long n, seq, pre[3];
     __shared__ int blk;
     int t = threadIdx.x, lane = t & 31, G = gridDim.x;
@@ -2223,13 +2235,14 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     if (b == 0)
         for (int i = t; i < 7 * 32; i += TILE) q_ctr[i] = 0;
     if (b > last) return;
+    for (int j = t; j < QSUM_MAX; j += TILE) qsum[j] = 0;   // (a barrier in unit_tile follows)
     Region out = region_at(front, nq);
     int ce = 0, cp = 0, cu = 0;
     for (long long tl = lo; tl < hi; ++tl)   // first pass: the region rows, the sums
         unit_tile(tl * TILE, n, false, out, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick,
                   o_status, o_reason, seg, vlabel, pl, q_lo, q_hi, l2src, nq, slice,
                   max_slices, t_a, t_b, t_el, t_k, t_count, t_row, u_task, u_plan, u_first,
-                  u_nchunk, wsum, ce, cp, cu);
+                  u_nchunk, wsum, ce, cp, cu, qsum, q_each);
     if (t == 0 && b < last) {   // (read by the blocks after it only; a launch without
         // rows, skipped or stopped, publishes nothing: the host may launch it again under
         // the same number, and a record of its first run would pass for this one's)
@@ -2259,7 +2272,10 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
         unit_tile(tl * TILE, n, true, out, o_op, o_a, o_b, o_src, o_dst, o_el, o_tick,
                   o_status, o_reason, seg, vlabel, pl, q_lo, q_hi, l2src, nq, slice,
                   max_slices, t_a, t_b, t_el, t_k, t_count, t_row, u_task, u_plan, u_first,
-                  u_nchunk, wsum, ce, cp, cu);
+                  u_nchunk, wsum, ce, cp, cu, qsum, q_each);
+    __syncthreads();
+    for (int j = t; j < min(nq, QSUM_MAX); j += TILE)   // the block's units of each query
+        if (qsum[j]) atomicAdd(q_each + j * Q_EACH, qsum[j]);
     if (b == last && t == 0) {
         u_first[cp] = cu;
         dims[D_PAIRS] = cp; dims[D_UNITS] = cu; dims[D_EPOCH] += 1;
@@ -2268,24 +2284,36 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
 }
 
 // The batch's counts into its result region, signed (- for a deletion) and scaled by each
-// query's num / den (`scale`: nq nums, then nq dens), then its sequence number into the
-// control block: the host may read the region once C_DONE equals C_SEQ (or the stream's
-// event has fired).
+// query's num / den (`scale`: nq nums, then nq dens), then each query's ready word and the
+// sequence number into the control block: the host may read the region once C_DONE equals
+// C_SEQ (or the stream's event has fired), and query q's column once ready[q] does. Queries
+// whose last item's warp collected them already (match.cu collect_query) are skipped, and
+// counts that are zero are not written (build_units zeroed the rows). Then the per-query
+// words are zeroed for the lane's next launch (its build_units adds to them: stream order
+// puts it after this).
 extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
                                         const unsigned long long* t_count, const int* t_row,
-                                        const long long* scale, int nq) {
+                                        const long long* scale, int nq, unsigned int* q_each,
+                                        long long* ready) {
     long long nt = dims[D_NTASK];   // device words: no read of mapped memory on this path
     Region out = region_at(dims, nq);
+    long long seq = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
     for (long long i = threadIdx.x; i < nt; i += blockDim.x) {
         int e = (int)(i / nq), q = (int)(i - (long long)e * nq);
+        unsigned long long n = t_count[i];
+        if (n == 0 || q_each[q * Q_EACH + QE_COLLECTED]) continue;
         int rc = t_row[e];
-        long long c = (long long)t_count[i] * scale[q] / scale[nq + q];
+        long long c = (long long)n * scale[q] / scale[nq + q];
         out.counts[(out.row0 + (rc >> 1)) * nq + q] = (rc & 1) ? -c : c;
     }
     __threadfence_system();
     __syncthreads();
-    if (threadIdx.x == 0)
-        ctrl[C_DONE] = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
+    for (int q = threadIdx.x; q < nq; q += blockDim.x)
+        if (!q_each[q * Q_EACH + QE_COLLECTED]) ready[q] = seq;
+    __threadfence_system();
+    __syncthreads();
+    for (int i = threadIdx.x; i < nq * Q_EACH; i += blockDim.x) q_each[i] = 0;
+    if (threadIdx.x == 0) ctrl[C_DONE] = seq;
 }
 
 // Compaction (nothing in flight): every vertex's live entries (dt > watermark) into a fresh
