@@ -72,19 +72,14 @@ def _defines() -> tuple[str, ...]:
     source lines for a profiler's per-line counters (ncu's source view);
     CSM_CUDA_NO_LAUNCH_FRONT=1 resolves every launch tile by tile (an A/B of the launch
     front on one tree and one machine); CSM_CUDA_MATCH_BLOCKS=N bounds match.cu's kernels
-    to N resident blocks an SM (registers for warps; 5 when unset); CSM_CUDA_FUSED_TAIL=1
-    counts a kind-1 tail's last two levels in one lane-parallel pass (match.cu
-    ``tail_count``; to measure, design.md 2s), CSM_CUDA_TAIL_SHORT=N the longest label
-    range one lane of it walks (8 when unset); CSM_CUDA_INTERSECT_ILP=U the candidates a
-    lane of an intersection searches at once (1 when unset); CSM_CUDA_PAIRED_RANGE=1 finds
-    a label range's two ends with one search of two half-warps."""
+    to N resident blocks an SM (registers for warps; 5 when unset); CSM_CUDA_INTERSECT_ILP=U
+    the candidates a lane of an intersection searches at once (1 when unset; design.md 2t,
+    2w). (The fused tail and the paired label search of stops 49-50 were measured and
+    taken out: design.md 2w.)"""
     flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
-             "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT",
-             "CSM_CUDA_FUSED_TAIL": "-DCSM_FUSED_TAIL",
-             "CSM_CUDA_PAIRED_RANGE": "-DCSM_PAIRED_RANGE"}
+             "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT"}
     out = [flag for var, flag in flags.items() if os.environ.get(var) == "1"]
     for var, define, most in (("CSM_CUDA_MATCH_BLOCKS", "MATCH_BLOCKS", 16),
-                              ("CSM_CUDA_TAIL_SHORT", "TAIL_SHORT", 256),
                               ("CSM_CUDA_INTERSECT_ILP", "INTERSECT_ILP", 8)):
         value = os.environ.get(var, "")
         if value:

@@ -171,56 +171,11 @@ __device__ long long warp_lower_bound(const long long* key, long long lo, long l
     return lo + __popc(__ballot_sync(FULL, below));
 }
 
-#ifdef CSM_PAIRED_RANGE
-// Both ends of the keys in [lo, hi) with label `lab`, searched at once: lanes 0-15 look for
-// the first key >= lab << 32, lanes 16-31 for the first >= (lab + 1) << 32, 16 probes a
-// round each, so the two searches' loads are in flight together (label_range's two warp
-// searches run one after the other: about twice the dependent loads). A device array.
-__device__ __forceinline__ void paired_range(const long long* key, long long& lo, long long& hi,
-                                             int lab, int lane) {
-    int half = lane >> 4, sub = lane & 15;
-    unsigned mine = half ? 0xffff0000u : 0x0000ffffu;
-    long long x = ((long long)lab + half) << 32;
-    long long l = lo, h = hi;
-    bool done = false;
-    while (__any_sync(FULL, !done && h - l > 16)) {
-        bool below = false;
-        long long step = (h - l + 15) / 16;
-        bool probe = !done && h - l > 16;
-        if (probe) {
-            long long i = l + sub * step;
-            below = i < h && key[i] < x;
-        }
-        int c = __popc(__ballot_sync(FULL, below) & mine);
-        if (probe) {
-            if (c == 0) {
-                h = l;
-                done = true;
-            } else {
-                long long nlo = l + (long long)(c - 1) * step + 1;
-                h = min(h, l + (long long)c * step);
-                l = nlo;
-            }
-        }
-    }
-    long long i = l + sub;
-    bool below = !done && i < h && key[i] < x;
-    long long r = l + __popc(__ballot_sync(FULL, below) & mine);
-    lo = __shfl_sync(FULL, r, 0);
-    hi = __shfl_sync(FULL, r, 16);
-}
-#endif
 
 // d.lo/d.hi narrowed to label `lab` (keys are label << 32 | id); warp-uniform d
 __device__ __forceinline__ void label_range(Adj& d, int lab, int lane, Io& io) {
     if (lab == WILD) return;
     long long base = ((long long)lab) << 32;
-#ifdef CSM_PAIRED_RANGE
-    if (!d.host) {
-        paired_range(d.key, d.lo, d.hi, lab, lane);
-        return;
-    }
-#endif
     if (d.host) {
         long long lo = warp_lower_bound<true>(d.key, d.lo, d.hi, base, lane, io);
         d.hi = warp_lower_bound<true>(d.key, lo, d.hi, base + (1LL << 32), lane, io);
@@ -500,132 +455,6 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
     return slot < want ? slot : -1;
 }
 
-#ifdef CSM_FUSED_TAIL
-// Whether the last level intersects the list of level last - 1's vertex with the list of
-// one vertex bound above it (f[j0]), nothing reused: the fused tail's case (the CPU's
-// `_fused_level` kind 1); el_x and el_0: the two lists' edge labels.
-__device__ __forceinline__ bool tail_kind1(int p, int last, const Plans& P, int& j0, int& el_x,
-                                           int& el_0) {
-    if (P.at(p, F_REUSE, last) >= 0 || P.at(p, F_NBCNT, last) != 2) return false;
-    int off = P.at(p, F_NBOFF, last);
-    int ix = P.nb_level[off] == last - 1 ? 0 : P.nb_level[off + 1] == last - 1 ? 1 : -1;
-    if (ix < 0) return false;
-    j0 = P.nb_level[off + 1 - ix];
-    el_x = P.nb_label[off + ix];
-    el_0 = P.nb_label[off + 1 - ix];
-    return j0 < last - 1;
-}
-
-// Whether y may be the last level's vertex with x at level L = last - 1: it differs from
-// every vertex bound above and meets the last level's symmetry masks.
-__device__ __forceinline__ bool tail_vertex(int y, int x, int L, int gm, int lm,
-                                            const WarpState& s) {
-    if (y == x) return false;
-    for (int j = 0; j < L; ++j)
-        if (s.f[j] == y) return false;
-    if (gm | lm) {
-        for (int j = 0; j <= L; ++j) {
-            int fj = j == L ? x : s.f[j];
-            if ((((gm >> j) & 1) && y <= fj) || (((lm >> j) & 1) && y >= fj)) return false;
-        }
-    }
-    return true;
-}
-
-// The entry key ky of x's list (visible, a valid last vertex) is counted if f[j0]'s list
-// d0 holds it visibly; searched from q (x's keys ascend, so a lane's hits do too).
-__device__ __forceinline__ int tail_hit(const Adj& d0, long long& q, long long ky, long long k,
-                                        int el_0) {
-    q = lower_bound(d0.key, q, d0.hi, ky);
-    for (long long r = q; r < d0.hi && d0.key[r] == ky; ++r)
-        if (visible(d0, r, k, el_0)) return 1;
-    return 0;
-}
-
-// At most this many entries of x's label range are walked by one lane; longer ranges
-// (hubs) by the whole warp, 32 entries at a time. One lane over a hub's range was 10x
-// slower than the level-by-level path (11 ms for an update that took 1 ms: a chain of
-// dependent loads per entry, and no other warp can take over the rest of it); at 32 a
-// round took as long as its longest lane's chain (about 11 loads an entry), and updates
-// at p99 alone went 0.42 -> 0.65 ms while the heaviest went 2.2 -> 1.3 (stop 50).
-// CSM_CUDA_TAIL_SHORT=N sets it.
-#ifndef TAIL_SHORT
-#define TAIL_SHORT 8
-#endif
-
-// Level L = last - 1's candidates [from, from + 32) and the last level counted in one pass
-// (a round; the caller may split between rounds): a lane whose x has a short label range
-// walks it and finds each visible entry in f[j0]'s list, which stays put while x moves;
-// the candidates with long ranges then go through the warp one by one. Instead of, per x,
-// a warp's prepare of the last level (f[j0]'s range found again, an intersection written
-// to a row) and a count over that row: most x of a hub's level have a handful of entries
-// in the label range, which left 30 of the warp's lanes idle (design.md 2s (b)). Count
-// mode, the graph in device memory, no access counting. Each lane's sum.
-__device__ long long tail_count(int L, int p, int from, int j0, int el_x, int el_0, long long k,
-                                const WarpState& s, const Plans& P, const Graph& g,
-                                const long long* buf, int lane, Io& io, bool& none) {
-    int last = L + 1;
-    int lab = P.at(p, F_LABEL, last);
-    Adj d0 = adj(g, s.f[j0], io, false);
-    label_range(d0, lab, lane, io);
-    none = d0.hi <= d0.lo;   // nothing for any candidate of the level
-    if (none) return 0;
-    int gm = P.at(p, F_GT, last), lm = P.at(p, F_LT, last);
-    long long base = ((long long)lab) << 32;
-    long long c = 0;
-    {
-        int i = from + lane;
-        int x = -1;
-        long long lo = 0, hi = 0;
-        bool ok = i < s.ihi[L];
-        if (ok) {
-            x = (int)(buf[i] & LOW32);
-            ok = valid(x, L, L, p, s, P) && label_filter(x, L, p, P, g, io);
-        }
-        bool wide = false;   // left to the warp: [lo, hi) not yet narrowed to the label
-        if (ok) {
-            Adj dx = adj(g, x, io, false);
-            lo = dx.lo;
-            hi = dx.hi;
-            if (hi - lo > 256) {   // a hub: its label range found by the warp
-                wide = true;
-            } else if (lab != WILD) {
-                lo = lower_bound(dx.key, lo, hi, base);
-                hi = lower_bound(dx.key, lo, hi, base + (1LL << 32));
-            }
-            if (!wide && hi - lo <= TAIL_SHORT) {
-                long long q = d0.lo;
-                for (long long e = lo; e < hi; ++e) {
-                    if (!visible(dx, e, k, el_x)) continue;
-                    long long ky = dx.key[e];
-                    if (tail_vertex((int)(ky & LOW32), x, L, gm, lm, s))
-                        c += tail_hit(d0, q, ky, k, el_0);
-                }
-                ok = false;
-            }
-        }
-        unsigned m = __ballot_sync(FULL, ok);   // the long ranges, one x at a time
-        while (m) {
-            int j = __ffs(m) - 1;
-            m &= m - 1;
-            int xj = __shfl_sync(FULL, x, j);
-            bool wj = __shfl_sync(FULL, wide, j);
-            Adj dj = adj(g, xj, io, false);
-            dj.lo = __shfl_sync(FULL, lo, j);
-            dj.hi = __shfl_sync(FULL, hi, j);
-            if (wj) label_range(dj, lab, lane, io);
-            for (long long e = dj.lo + lane; e < dj.hi; e += 32) {
-                if (!visible(dj, e, k, el_x)) continue;
-                long long ky = dj.key[e];
-                long long q = d0.lo;
-                if (tail_vertex((int)(ky & LOW32), xj, L, gm, lm, s))
-                    c += tail_hit(d0, q, ky, k, el_0);
-            }
-        }
-    }
-    return c;
-}
-#endif
 
 // The sub-task queue of one launch. Records are 16 ints: ready flag (= this launch's
 // epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters,
@@ -796,11 +625,6 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
     long long total = 0;   // per-lane partial sums, reduced at the end
     int last = n - 1;
     bool pair_tail = !listing && last >= 3 && P.at(p, F_DEP, last) < last - 1;
-#ifdef CSM_FUSED_TAIL
-    int tj0 = 0, tel_x = 0, tel_0 = 0;
-    bool fused = !listing && !pair_tail && last >= 3 && acc == nullptr && !g.host &&
-                 g.c_n == 0 && tail_kind1(p, last, P, tj0, tel_x, tel_0);
-#endif
     int L = base;
     while (L >= base) {
         if (s.st_prep[L] <= s.st_set[P.at(p, F_DEP, L)]) {
@@ -868,20 +692,6 @@ __device__ long long search(int t, int base, int clock, int n, int p, long long 
             --L;
             continue;
         }
-#ifdef CSM_FUSED_TAIL
-        if (fused && L == last - 1) {   // 32 candidates a round, splittable between rounds
-            int from = s.pos[L];
-            if (from >= s.ihi[L]) { --L; continue; }   // (an empty level, or split off)
-            bool none = false;
-            total += tail_count(L, p, from, tj0, tel_x, tel_0, k, s, P, g, buf, lane, io, none);
-            __syncwarp();
-            s.pos[L] = from + 32;
-            __syncwarp();
-            if (none || from + 32 >= s.ihi[L]) { --L; continue; }
-            maybe_split(base, L, t, p, s, q, lane, t0);
-            continue;
-        }
-#endif
         // next candidate of level L: 32 checked at once, the ballot cached per level
         bool moved = false;
         while (s.pos[L] < s.ihi[L]) {
