@@ -413,8 +413,10 @@ class Engine:
         """Query column ``j`` of a device pipeline batch whose other queries may still
         be matching (``BatchTicket.ready_for``)."""
         r = cast("BatchTicket", p.ticket).columns_for(j)
+        stats = replace(_stats(p, r.tally, time.perf_counter(), ei=r.applied),
+                        tasks=len(r.applied))   # (its own: one an applied edge update)
         return _batch_result(r.ops, p.batch.seq, r.sub, p.batch.op, (p.qids[j],), r.counts,
-                             {}, _stats(p, r.tally, time.perf_counter(), ei=r.applied))
+                             {}, stats)
 
     def _edge_tasks(self, ops: OpTable, ei: npt.NDArray[np.int64], ps: PlanSet,
                     cols: npt.NDArray[np.int64] | None = None) -> MatchTasks:
@@ -485,10 +487,11 @@ class PendingBatch:
 
     def query_ready(self, query_id: int) -> bool:
         """``query_result(query_id)`` would not wait: that query's deltas of this batch
-        and of every batch submitted before it are final, although other queries may
-        still be matching (the device pipeline delivers each query once its own work is
-        done; elsewhere this is :attr:`ready`). Raises UnknownQueryError for a query that
-        was not standing at submit."""
+        are final (on the device pipeline, those of every pipelined batch before it too),
+        although other queries may still be matching: the pipeline delivers each query once
+        its own work is done; elsewhere this is :attr:`ready`. Readers that publish in seq
+        order take a query's batches in order. Raises UnknownQueryError for a query that was
+        not standing at submit."""
         j = self._column(query_id)
         ready_for = getattr(self.ticket, "ready_for", None)
         if self._result is not None or ready_for is None or self.ops is not None:
@@ -536,7 +539,7 @@ def _one_query(r: BatchResult, j: int) -> BatchResult:
     q = r.query_ids[j]
     counts = np.ascontiguousarray(r.counts[:, j:j + 1])
     stats = replace(r.stats, positive=int(counts[counts > 0].sum()),
-                    negative=int(-counts[counts < 0].sum()))
+                    negative=int(-counts[counts < 0].sum()), tasks=r.stats.edge_updates)
     return replace(r, query_ids=(q,), counts=counts,
                    listings={q: r.listings[q]} if q in r.listings else {}, stats=stats)
 

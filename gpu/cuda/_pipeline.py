@@ -15,9 +15,9 @@ control block after its front is launched (apply_step waits for it at its end):
     match_step    warps take units and T-DFS sub-tasks (counts per task); the warp that
                   finishes a query's last item writes that query's signed, scaled counts
                   into the result region and the launch's sequence number into the query's
-                  ready word (a block's ``ready``, mapped): per-query delivery
-    collect_step  the same for queries without units, then the block's sequence number
-                  into the control block
+                  ready word (a block's ``ready``, mapped): per-query delivery (a query
+                  without units is made ready before it, by ready_idle)
+    collect_step  the block's sequence number into the control block
 
 So batch k's matching runs beside the resolving of k+1 and the matching of the batches
 on the other lanes: at small b one batch's matching leaves most of the GPU idle. A lane's
@@ -317,6 +317,7 @@ class DevicePipeline:
         self._apply_small = kernel("update", "apply_step_small")   # no launch front
         self._build = kernel("update", "build_units")
         self._match = kernel("match", "match_step")
+        self._idle = kernel("match", "ready_idle")
         self._collect = kernel("update", "collect_step")
         #: launches started and not yet read, in order; the launch still gathering batches
         self._flight: deque[_Launch] = deque()
@@ -558,8 +559,10 @@ class DevicePipeline:
     def _back(self, block: _Block, resolver: tuple[Any, ...], table: Any, nb_level: Any,
               nb_label: Any, levels: int, warps: int, split: int, least: int,
               mark: Any = None) -> None:
-        """match_step and collect_step on the current stream, with the block's lane."""
+        """ready_idle, match_step and collect_step on the current stream, with the
+        block's lane."""
         u, null, lane, ld = self.updater, np.uint64(0), block.lane, block.lane.dev
+        self._idle((1,), (32,), (ld["dims"], ld["q_each"], np.int32(self._nq), block.ready_ptr))
         self._match(((warps + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), (32 * WARPS_PER_BLOCK,), (
             ld["dims"], ld["u_task"], ld["u_plan"], ld["u_first"], ld["u_nchunk"], np.int32(0),
             np.int32(0), ld["t_a"], ld["t_b"], ld["t_el"], ld["t_k"], table, nb_level,
@@ -570,8 +573,7 @@ class DevicePipeline:
             ld["q_each"], np.int32(self._nq), ld["t_row"], self._dev["scale"], block.ready_ptr))
         mark = mark or _nothing
         mark()
-        self._collect((1,), (256,), (block.ptr, ld["dims"], ld["t_count"], ld["t_row"],
-                                     self._dev["scale"], np.int32(self._nq), ld["q_each"],
+        self._collect((1,), (256,), (block.ptr, ld["dims"], np.int32(self._nq), ld["q_each"],
                                      block.ready_ptr))
         mark()
 
@@ -682,18 +684,21 @@ class DevicePipeline:
     def poll_query(self, g: _Launch, j: int) -> bool:
         """Whether query ``j``'s counts of ``g`` and of every launch before it are in
         their regions (starts ``g`` as :meth:`poll` does). A launch before it that the
-        device has left stopped (full pool or output) is finished on the host path here,
-        with those before it: nothing else would, while its reader waits per query."""
+        device has left stopped (full pool or output) is finished on the host path here
+        once the launches before it are off the device: nothing else would, while its
+        reader waits per query (and waiting here for their other queries would hold it)."""
         with self._lock:
             self._check()
             if g is self._open and (self.busy_launches == 0 or not self._busy()):
                 self._start(g)
             if g.event is None:
                 return False
+            busy = False   # a launch before is still matching (other queries)
             for x in self._upto(g):
                 if x.query_ready(j):
+                    busy = busy or x.on_device
                     continue
-                if x.done or x.on_device or int(x.block.ctrl[C_CODE]) == DONE:
+                if busy or x.on_device or int(x.block.ctrl[C_CODE]) == DONE:
                     return False   # (DONE: its ready word is still to come)
                 self._finish(x)   # stopped: recovered, the launches skipped behind it again
                 if not x.done:

@@ -788,6 +788,7 @@ __device__ __forceinline__ void collect_query(int qi, int nq, const int* dims,
                          | (unsigned)dims[D_RB_LO]);
     long long* counts = (long long*)base + 3 * (long long)dims[D_RROWS];
     long long row0 = dims[D_RROW0], num = scale[qi], den = scale[nq + qi];
+    __threadfence();   // every lane: the items' counts before its loads (lane 0 saw them done)
     for (long long e0 = 0; e0 < ne; e0 += 32 * COLLECT_UNROLL) {
         unsigned long long c[COLLECT_UNROLL];
 #pragma unroll
@@ -942,8 +943,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS)
 // The pipeline's launch (gpu/cuda/_pipeline.py): the unit counts and the queue epoch come from
 // the device (kernels/update.cu::build_units wrote them), so one captured graph serves
 // every batch; n_pairs, n_units and q_epoch are ignored. Each query's counts go into the
-// result region once its items are done (`q_each`, `ready`: collect_query); collect_step
-// after it does the rest (queries without units).
+// result region once its items are done (`q_each`, `ready`: collect_query); a query
+// without items was made ready by ready_idle before it.
 extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS) match_step(
     const int* dims, MATCH_ARGS, unsigned int* q_each, int nq, const int* t_row,
     const long long* scale, long long* ready) {
@@ -951,6 +952,23 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, MATCH_BLOCKS)
     if (nu == 0) return;   // no unit: nothing would end the wait for sub-tasks
     match_body(MATCH_PASS(dims[D_PAIRS], nu, dims[D_EPOCH]), dims, q_each, nq, t_row, scale,
                ready);
+}
+
+// Before a pipelined launch's match_step (one warp, its own kernel: in match_step the few
+// lines cost its loop 100 bytes of spills): queries without items in the launch (no unit
+// passed their roots' checks) are ready at once, since their rows' counts are
+// build_units' zeros and nothing can add items to them.
+extern "C" __global__ void ready_idle(const int* dims, unsigned int* q_each, int nq,
+                                      long long* ready) {
+    int lane = threadIdx.x;
+    for (int q0 = 0; q0 < nq; q0 += 32) {
+        int q = q0 + lane;
+        bool none = q < nq && q_each[q * Q_EACH + QE_ITEMS] == 0;
+        if (none) q_each[q * Q_EACH + QE_COLLECTED] = 1u;
+        __threadfence_system();
+        __syncwarp();
+        if (none) ready[q] = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
+    }
 }
 
 // Graph updater, in two launches on one stream: install_entries writes the entries of new

@@ -2283,36 +2283,23 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
     }
 }
 
-// The batch's counts into its result region, signed (- for a deletion) and scaled by each
-// query's num / den (`scale`: nq nums, then nq dens), then each query's ready word and the
-// sequence number into the control block: the host may read the region once C_DONE equals
-// C_SEQ (or the stream's event has fired), and query q's column once ready[q] does. Queries
-// whose last item's warp collected them already (match.cu collect_query) are skipped, and
-// counts that are zero are not written (build_units zeroed the rows). Then the per-query
-// words are zeroed for the lane's next launch (its build_units adds to them: stream order
-// puts it after this).
-extern "C" __global__ void collect_step(long long* ctrl, const int* dims,
-                                        const unsigned long long* t_count, const int* t_row,
-                                        const long long* scale, int nq, unsigned int* q_each,
-                                        long long* ready) {
-    long long nt = dims[D_NTASK];   // device words: no read of mapped memory on this path
-    Region out = region_at(dims, nq);
+// The end of a launch: match.cu's match_step has written every query's signed, scaled
+// counts into the result region and its ready word (a query once its last item was done,
+// collect_query; one without items as it started), so this only zeroes the lane's
+// per-query words for its next launch (whose build_units adds to them: stream order puts
+// it after this) and writes the sequence number into the control block: the host may read
+// the region once C_DONE equals C_SEQ (or the stream's event has fired). A query's ready
+// word left unwritten (none should be) is written here, so no reader waits for ever.
+extern "C" __global__ void collect_step(long long* ctrl, const int* dims, int nq,
+                                        unsigned int* q_each, long long* ready) {
     long long seq = ((long long)dims[D_SEQ_HI] << 32) | (unsigned)dims[D_SEQ_LO];
-    for (long long i = threadIdx.x; i < nt; i += blockDim.x) {
-        int e = (int)(i / nq), q = (int)(i - (long long)e * nq);
-        unsigned long long n = t_count[i];
-        if (n == 0 || q_each[q * Q_EACH + QE_COLLECTED]) continue;
-        int rc = t_row[e];
-        long long c = (long long)n * scale[q] / scale[nq + q];
-        out.counts[(out.row0 + (rc >> 1)) * nq + q] = (rc & 1) ? -c : c;
+    for (int q = threadIdx.x; q < nq; q += blockDim.x) {
+        unsigned* w = q_each + q * Q_EACH;
+        if (!w[QE_COLLECTED]) ready[q] = seq;
+        w[0] = 0; w[32] = 0; w[QE_COLLECTED] = 0;   // items, done, collected
     }
     __threadfence_system();
     __syncthreads();
-    for (int q = threadIdx.x; q < nq; q += blockDim.x)
-        if (!q_each[q * Q_EACH + QE_COLLECTED]) ready[q] = seq;
-    __threadfence_system();
-    __syncthreads();
-    for (int i = threadIdx.x; i < nq * Q_EACH; i += blockDim.x) q_each[i] = 0;
     if (threadIdx.x == 0) ctrl[C_DONE] = seq;
 }
 
