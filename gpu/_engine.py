@@ -536,12 +536,7 @@ def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
 
 def _one_query(r: BatchResult, j: int) -> BatchResult:
     """Result ``r`` for its query column ``j`` alone."""
-    q = r.query_ids[j]
-    counts = np.ascontiguousarray(r.counts[:, j:j + 1])
-    stats = replace(r.stats, positive=int(counts[counts > 0].sum()),
-                    negative=int(-counts[counts < 0].sum()), tasks=r.stats.edge_updates)
-    return replace(r, query_ids=(q,), counts=counts,
-                   listings={q: r.listings[q]} if q in r.listings else {}, stats=stats)
+    return r.select((r.query_ids[j],))
 
 
 def _empty_ops(n: int = 0) -> OpTable:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -104,3 +104,17 @@ class BatchResult:
 
     def status_counts(self) -> dict[UpdateStatus, int]:
         return {s: int((self.ops.status == s).sum()) for s in UpdateStatus}
+
+    def select(self, query_ids: Iterable[int]) -> BatchResult:
+        """This result for some of its queries (in its own order; others are ignored):
+        their count columns (a copy), their listings, and stats whose matches and tasks are
+        theirs (per-query delivery hands a query's part on ahead of the rest)."""
+        want = set(query_ids)
+        cols = [j for j, q in enumerate(self.query_ids) if q in want]
+        qids = tuple(self.query_ids[j] for j in cols)
+        counts = np.ascontiguousarray(self.counts[:, cols])
+        stats = replace(self.stats, positive=int(counts[counts > 0].sum()),
+                        negative=int(-counts[counts < 0].sum()),
+                        tasks=self.stats.edge_updates * len(cols))
+        return replace(self, query_ids=qids, counts=counts, stats=stats,
+                       listings={q: v for q, v in self.listings.items() if q in want})

@@ -45,13 +45,11 @@ log = logging.getLogger("csm.ownership")
 _TOP = 1 << 62
 
 
-async def _tails(rt: Runtime, shards: set[int]) -> dict[int, Cut]:
-    out: dict[int, Cut] = {}
+async def _tails(rt: Runtime, shards: set[int]) -> None:
+    """What the shards' matches partitions hold already: their cuts, into the publisher."""
     async for rec in last_records(rt.kafka, rt.cfg.matches_topic, rt.cfg.matches_partitions):
         if rec.partition in shards:
-            v = json.loads(rec.value)
-            out[rec.partition] = (v["seq"], v["sub"], v["query"])
-    return out
+            rt.pub.recovered(rec.partition, rec)
 
 
 async def take_over(rt: Runtime, shards: set[int]) -> None:
@@ -61,13 +59,13 @@ async def take_over(rt: Runtime, shards: set[int]) -> None:
     here = rt.next_offset
     P = rt.cfg.matches_partitions
     progress = await rt.own.progress(shards)
-    tails = await _tails(rt, shards)
+    await _tails(rt, shards)
     t1 = time.perf_counter()
     gap = {s for s in shards if progress[s] < here}
     start = min((progress[s] for s in gap), default=here)
     for s in shards:   # what the partition already holds is not sent again
         floor: Cut = (progress[s] * SEQ_STRIDE - 1, _TOP, _TOP)
-        rt.pub.skip[s] = max(tails.get(s, floor), floor)
+        rt.pub.skip[s] = max(rt.pub.skip.get(s, floor), floor)
     alive = sorted(q for q in rt.queries if q % P in shards)
     for q in alive:
         rd = rt.queries[q]

@@ -2,9 +2,13 @@
 records to the queries topic, and each query's recent deltas for ``GET /v1/matches``.
 
 Every send goes into the chunk's futures; the runtime commits the chunk only once all of
-them are acknowledged. After a crash :attr:`Publisher.skip` holds, per matches partition,
-the last delta already there: each partition is a prefix of its queries' ordered delta
-stream, so everything up to that cut is dropped instead of sent twice.
+them are acknowledged. A query's deltas may leave ahead of another query's earlier ones
+(per-query delivery: design.md 2x), so a partition is a prefix of each of its queries'
+ordered delta streams, not of their interleaving: the last record of every publish call
+to a partition carries the partition's frontier (header ``frontier``: each query's last
+delta there), and after a crash :attr:`Publisher.cuts` holds it, so each query's deltas up
+to its cut are dropped instead of sent twice. A partition whose last record has no
+frontier (written before) gives a prefix cut, :attr:`Publisher.skip`, as before.
 """
 
 from __future__ import annotations
@@ -27,12 +31,31 @@ from streams.kafka import kafka_errors
 from ._types import Chunk, RuntimeConfig
 from .metrics import Metrics
 
-__all__ = ["Cut", "Publisher"]
+__all__ = ["FRONTIER", "Cut", "Publisher", "cuts_of"]
 
 log = logging.getLogger("csm.runtime")
 
 #: the last delta of a matches partition: (seq, sub, query)
 Cut = tuple[int, int, int]
+#: the header of a partition's frontier: JSON {query: [seq, sub]}, each query's last delta
+#: there; under key -1 a prefix cut [seq, sub, query] still in force (a tail written
+#: without frontier, recovered and not yet committed past)
+FRONTIER = "frontier"
+_PREFIX = -1
+
+
+def cuts_of(record: Any) -> tuple[dict[int, tuple[int, int]], Cut | None]:
+    """What a matches partition's last record says is there already: each query's last
+    delta and a prefix cut (a record without frontier header: its own delta, as a prefix
+    of every query's deltas there)."""
+    v = json.loads(record.value)
+    for k, h in record.headers or ():
+        if k == FRONTIER:
+            front = {int(q): c for q, c in json.loads(h).items()}
+            pre = front.pop(_PREFIX, None)
+            return ({q: (int(c[0]), int(c[1])) for q, c in front.items()},
+                    None if pre is None else (int(pre[0]), int(pre[1]), int(pre[2])))
+    return {}, (v["seq"], v["sub"], v["query"])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -81,11 +104,22 @@ def _tally(chunk: Chunk, qids: npt.NDArray[np.int64], counts: npt.NDArray[np.int
         t[2] += int(-c[c < 0].sum())
 
 
+def _frontier(front: dict[int, list[int]]) -> bytes:
+    return json.dumps(front, separators=(",", ":")).encode()
+
+
 class Publisher:
     def __init__(self, producer: AIOKafkaProducer, cfg: RuntimeConfig, metrics: Metrics) -> None:
         self.producer, self.cfg, self.metrics = producer, cfg, metrics
-        #: per matches partition: the cut below which deltas are already on the topic
+        #: per matches partition: the cut below which deltas are already on the topic (a
+        #: prefix of every query's deltas there: a tail without frontier, a shard's floor)
         self.skip: dict[int, Cut] = {}
+        #: per query: its last delta already on the topic (a tail's frontier)
+        self.cuts: dict[int, tuple[int, int]] = {}
+        #: per matches partition: each query's last delta sent there, [seq, sub] (the
+        #: frontier header; queries with nothing past the last commit are dropped; under
+        #: -1 a recovered prefix cut)
+        self.frontier: dict[int, dict[int, list[int]]] = {}
         #: per matches partition: the last delta sent (snapshots record it)
         self.published: dict[int, list[int]] = {}
         #: dead-letter records up to this update-log offset are already on their topic
@@ -110,9 +144,38 @@ class Publisher:
 
     # -- deltas ------------------------------------------------------------------------
     def wanted(self, qid: int, seq: int, sub: int = 0) -> bool:
-        """This delta is past its partition's cut (not on the matches topic yet)."""
+        """This delta is past its partition's cut and its query's (not on the matches
+        topic yet)."""
         cut = self.skip.get(qid % self.cfg.matches_partitions)
-        return cut is None or (seq, sub, qid) > cut
+        if cut is not None and (seq, sub, qid) <= cut:
+            return False
+        mine = self.cuts.get(qid)
+        return mine is None or (seq, sub) > mine
+
+    def recovered(self, part: int, record: Any) -> None:
+        """The last record of matches partition ``part`` (recovery, a shard's take-over):
+        its frontier's cuts, or a prefix cut where it has none; the frontier goes on."""
+        front, pre = cuts_of(record)
+        for q, c in front.items():
+            self.cuts[q] = max(self.cuts.get(q, c), c)
+        self.frontier[part] = {q: list(c) for q, c in front.items()}
+        if pre is not None:   # carried on in the frontier until committed past
+            self.skip[part] = max(self.skip.get(part, pre), pre)
+            self.frontier[part][_PREFIX] = list(self.skip[part])
+
+    def committed(self, offset: int) -> None:
+        """Every delta of update-log offsets below ``offset`` is on the topic and will not
+        be sent again: cuts and frontier entries below it tell nothing more, and go (a
+        query's deltas past a cut may leave before another's below it, so a cut stays
+        until the commit, not until some delta passes it)."""
+        floor = offset * SEQ_STRIDE
+        for front in self.frontier.values():
+            for q in [q for q, c in front.items() if c[0] < floor]:
+                del front[q]
+        for q in [q for q, c in self.cuts.items() if c[0] < floor]:
+            del self.cuts[q]
+        for part in [p for p, c in self.skip.items() if c[0] < floor]:
+            del self.skip[part]
 
     async def publish(self, result: BatchResult, arrived: dict[int, float],
                       chunk: Chunk) -> None:
@@ -129,8 +192,9 @@ class Publisher:
             mine = qids % P == part
             done = (seq < cs) | ((seq == cs) & ((sub < csub) | ((sub == csub) & (qids <= cq))))
             keep &= ~(mine & done)
-        if self.skip and self._skip_passed(arrived):
-            self.skip.clear()
+        for q, (cs, csub) in self.cuts.items():
+            done = (seq < cs) | ((seq == cs) & (sub <= csub))
+            keep &= ~((qids == q) & done)
         if not keep.all():
             ii, jj, qids, seq, sub = ii[keep], jj[keep], qids[keep], seq[keep], sub[keep]
         counts = result.counts[ii, jj]
@@ -144,33 +208,39 @@ class Publisher:
             **_listed(result, ii, jj))
         values, off, headers, hoff = format_events(ev, time.time())
         parts = qids % P
+        fronts: dict[int, tuple[int, bytes]] = {}   # a partition's last record, its header
         for part in np.unique(parts).tolist():
-            k = int(np.flatnonzero(parts == part)[-1])
+            here = np.flatnonzero(parts == part)
+            k = int(here[-1])
             self.published[part] = [int(seq[k]), int(sub[k]), int(qids[k])]
+            front = self.frontier.setdefault(part, {})
+            qs = qids[here]
+            for q in np.unique(qs).tolist():   # deltas are in seq order: a query's last
+                j = int(here[np.flatnonzero(qs == q)[-1]])
+                front[q] = [int(seq[j]), int(sub[j])]
+            fronts[part] = (k, _frontier(front))
         batches: dict[int, Any] = {}
         for k, (q, sq) in enumerate(zip(qids.tolist(), seq.tolist(), strict=True)):
             value = values[off[k]:off[k + 1]]
-            self._append(batches, q % P, _key(q), value, headers[hoff[k]:hoff[k + 1]], chunk)
+            last = fronts.get(q % P)
+            self._append(batches, q % P, _key(q), value, headers[hoff[k]:hoff[k + 1]], chunk,
+                         last[1] if last is not None and last[0] == k else None)
             recent = self._recent.get(q)
             if recent is not None:
                 recent.append((sq, value))
         await self._flush(batches, chunk)
         _tally(chunk, qids, counts)
 
-    def _skip_passed(self, arrived: dict[int, float]) -> bool:
-        top = (max(arrived) + 1) * SEQ_STRIDE
-        return all(s < top for s, _, _ in self.skip.values())
-
     def _append(self, batches: dict[int, Any], part: int, key: bytes, value: bytes, seq: bytes,
-                chunk: Chunk) -> None:
+                chunk: Chunk, front: bytes | None = None) -> None:
+        hdrs = [("seq", seq)] if front is None else [("seq", seq), (FRONTIER, front)]
         b = batches.get(part)
         if b is None:
             b = batches[part] = self.producer.create_batch()
-        if b.append(key=key, value=value, timestamp=None,
-                    headers=[("seq", seq)]) is None:   # full: start another
+        if b.append(key=key, value=value, timestamp=None, headers=hdrs) is None:   # full
             chunk.full.append((part, b))
             b = batches[part] = self.producer.create_batch()
-            b.append(key=key, value=value, timestamp=None, headers=[("seq", seq)])
+            b.append(key=key, value=value, timestamp=None, headers=hdrs)
 
     async def _flush(self, batches: dict[int, Any], chunk: Chunk) -> None:
         """Submit the record batches in the order they were filled (per partition)."""
@@ -186,9 +256,12 @@ class Publisher:
         q = event["query"]
         event["published_at"] = time.time()
         value = json.dumps(event, separators=(",", ":")).encode()
+        part = q % self.cfg.matches_partitions
+        front = self.frontier.setdefault(part, {})
+        front[q] = [int(event["seq"]), int(event["sub"])]
         batches: dict[int, Any] = {}
-        self._append(batches, q % self.cfg.matches_partitions, _key(q), value,
-                     str(event["seq"]).encode(), chunk)
+        self._append(batches, part, _key(q), value, str(event["seq"]).encode(), chunk,
+                     _frontier(front))
         await self._flush(batches, chunk)
         _tally(chunk, np.array([q]), np.array([event["count"] * event["sign"]]))
         recent = self._recent.get(q)

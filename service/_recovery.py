@@ -43,8 +43,7 @@ async def recover(rt: Runtime) -> None:
         committed = end if sharded else await consumer.committed(tp) or 0
     if not sharded:
         async for rec in last_records(rt.kafka, cfg.matches_topic, cfg.matches_partitions):
-            v = json.loads(rec.value)
-            rt.pub.skip[rec.partition] = (v["seq"], v["sub"], v["query"])
+            rt.pub.recovered(rec.partition, rec)
     async for rec in last_records(rt.kafka, cfg.deadletter_topic, 1):
         rt.pub.dead_upto = json.loads(rec.value)["offset"]
     t0 = time.perf_counter()

@@ -9,6 +9,12 @@ run already, that is before the next run starts, so its deltas leave at once; wi
 device pipeline, up to ``depth`` runs are on the GPU while the oldest is read. Results go
 to ``on_result`` in log order, each after the previous call has returned; a run's
 ``done`` future resolves then (a chunk commits once all of its runs are done).
+
+Per-query delivery (with ``on_query``; on by default where the executor pipelines): while
+the oldest run is not ready, each query's next runs that are ready for that query
+(``PendingBatch.query_ready``) go to ``on_query`` one query at a time, in log order per
+query, so a heavy query's matching holds back its own deltas only; ``on_result`` then
+gets the run with the queries already handed on in :attr:`Run.handed`.
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ from streams.codec import SEQ_STRIDE, Updates
 
 from ._types import Chunk
 
-__all__ = ["RUNS_IN_FLIGHT", "RUN_UPDATES", "Run", "Runs", "run_batch"]
+__all__ = ["QUERY_POLL", "RUNS_IN_FLIGHT", "RUN_UPDATES", "Run", "Runs", "run_batch"]
 
 #: runs submitted and not yet read at most (the device pipeline's depth)
 RUNS_IN_FLIGHT = 8
 #: updates per engine batch at most, so decoding the next batch overlaps matching this one
 RUN_UPDATES = 32_768
+#: per-query delivery: how often the driver looks for queries ready while the oldest run
+#: is not (seconds; a run's whole readiness still wakes it at once)
+QUERY_POLL = 100e-6
 
 
 def run_batch(run: list[tuple[int, Updates, float]]) -> UpdateBatch:
@@ -63,14 +72,25 @@ class Run:
     #: the graph's next tick when the run was submitted (its updates' ticks are >= it)
     tick0: int = 0
     pending: PendingBatch | None = None
+    #: queries whose deltas of this run were handed on already (per-query delivery)
+    handed: set[int] = field(default_factory=set)
 
 
 class Runs:
     """The runs between the log and the publisher (see the module docstring)."""
 
     def __init__(self, engine: Engine, on_result: Callable[[Run, BatchResult], Awaitable[None]],
-                 depth: int = RUNS_IN_FLIGHT) -> None:
+                 depth: int = RUNS_IN_FLIGHT,
+                 on_query: Callable[[Run, BatchResult], Awaitable[None]] | None = None,
+                 per_query: bool | None = None) -> None:
+        """``on_query``: where one query's result of a run goes ahead of the run's (a
+        BatchResult of that query alone); ``per_query`` (None: where the executor
+        pipelines) hands queries on that way."""
         self.engine, self.on_result, self.depth = engine, on_result, depth
+        self.on_query = on_query
+        pipelined = bool(getattr(engine.executor, "pipelined", False))
+        self.per_query = on_query is not None and (pipelined if per_query is None
+                                                   else per_query)
         #: runs open at most before the runtime fetches more: a pipelining executor takes
         #: the next while the GPU works; the CPU's submit does the work, so one there
         self.ahead = 2 if getattr(engine.executor, "pipelined", False) else 1
@@ -127,6 +147,8 @@ class Runs:
     async def _drive(self) -> None:
         try:
             while True:
+                if self._flight and self.per_query:
+                    await self._hand_queries()
                 if self._flight and self._flight[0].pending.ready:  # type: ignore[union-attr]
                     await self._read()
                 elif self._queued and len(self._flight) < self.depth:
@@ -162,8 +184,23 @@ class Runs:
         run.done.set_result(None)
         self._read_one.set()
 
+    async def _hand_queries(self) -> None:
+        """Each query's runs, oldest first, as long as they are ready for that query."""
+        assert self.on_query is not None
+        for q in self._flight[0].pending.qids:  # type: ignore[union-attr]
+            for run in self._flight:
+                p = run.pending
+                assert p is not None
+                if q in run.handed:
+                    continue
+                if q not in p.qids or not p.query_ready(q):
+                    break
+                await self.on_query(run, p.query_result(q))
+                run.handed.add(q)
+
     async def _wait(self) -> None:
-        """For the oldest run's device work, or for a new run to submit meanwhile."""
+        """For the oldest run's device work, or for a new run to submit meanwhile (with
+        per-query delivery, at most QUERY_POLL: a query may be ready before the run)."""
         run = self._flight[0]
         assert run.pending is not None
         if self._device is None or self._device[0] is not run:
@@ -174,7 +211,8 @@ class Runs:
         self._wake.clear()
         woke: asyncio.Future[Any] = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait({dev, woke}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({dev, woke}, return_when=asyncio.FIRST_COMPLETED,
+                               timeout=QUERY_POLL if self.per_query else None)
         finally:
             woke.cancel()
         if dev.done():

@@ -43,6 +43,9 @@ class RuntimeConfig:
     session_timeout_ms: int = 3000
     #: primitive updates kept for a new owner's catch-up (0: none)
     window_updates: int = 0
+    #: hand each query's deltas on once that query is matched (None: where the executor
+    #: pipelines; service/_runs.py)
+    per_query_delivery: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

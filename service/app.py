@@ -193,7 +193,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             instance_group=s.instance_group, instance_id=instance_id(s),
             advertised_url=s.advertised_url or f"http://{s.host}:{s.port}",
             assignment_topic=s.topic_shards, session_timeout_ms=s.group_session_timeout_ms,
-            window_updates=s.catchup_window_updates), metrics,
+            window_updates=s.catchup_window_updates,
+            per_query_delivery=s.per_query_delivery), metrics,
             truncate=_truncator(s, broker))
         producer = make_producer(kafka)
         with kafka_errors("starting the API producer"):

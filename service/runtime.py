@@ -90,7 +90,8 @@ class Runtime:
             metrics.owned_shards.set(cfg.matches_partitions)
         self.controls = Controls(engine, self.queries, self.pub, metrics, self.window,
                                  self.owns)
-        self.runs = Runs(engine, self._ran)
+        self.runs = Runs(engine, self._ran, on_query=self._ran_query,
+                         per_query=cfg.per_query_delivery)
 
     def owns(self, qid: int) -> bool:
         """This instance publishes the query's deltas (alone)."""
@@ -281,6 +282,7 @@ class Runtime:
                 self.metrics.matches.labels(str(q), "+").inc(pos)
                 self.metrics.matches.labels(str(q), "-").inc(neg)
         self.next_offset = last + 1
+        self.pub.committed(self.next_offset)
         self._settle(chunk.outcomes)
         self.gauges()
 
@@ -328,11 +330,19 @@ class Runtime:
         if st.cache_hits + st.cache_misses:
             self.metrics.cache_hit.set(st.cache_hits / (st.cache_hits + st.cache_misses))
         arrived = {off: a for off, _, a in done.run}
-        if not done.replay:
-            await self.pub.publish(result, arrived, done.chunk)
+        if not done.replay:   # (the queries handed on ahead are on their way already)
+            rest = (result if not done.handed else
+                    result.select(q for q in result.query_ids if q not in done.handed))
+            await self.pub.publish(rest, arrived, done.chunk)
         if self.window.enabled:
             self.window.add(done.tick0, PastRun.of(done.run[0][0], done.run[-1][0], result,
                                                    arrived))
+
+    async def _ran_query(self, run: Run, result: BatchResult) -> None:
+        """One query's result of a run ahead of the run's (per-query delivery): its deltas
+        to the matches topic, in log order per query."""
+        if not run.replay:
+            await self.pub.publish(result, {off: a for off, _, a in run.run}, run.chunk)
 
     def _count_updates(self, batch: UpdateBatch, result: BatchResult) -> None:
         raw = result.ops.raw

@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     topic_queries: str = "csm.queries"
     topic_deadletter: str = "csm.deadletter"
     matches_partitions: int = Field(1, ge=1, le=1024)
+    #: each query's deltas of a batch as soon as that query is matched, not when every
+    #: query is (unset: where the backend pipelines batches, the GPU's device pipeline);
+    #: a partition then holds each query's deltas in order, not their interleaving
+    per_query_delivery: bool | None = None
 
     # scale-out: several instances on one log, each publishing a shard of the queries
     #: the instance group (a Kafka consumer group); unset: one instance owns every query

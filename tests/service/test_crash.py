@@ -48,10 +48,13 @@ class Proc:
         assert self.p.returncode == -signal.SIGKILL, self.log.read_text()[-3000:]
 
 
-@pytest.mark.parametrize("partitions", [1, 3])
+@pytest.mark.parametrize(("partitions", "per_query"), [(1, False), (3, False), (1, True)],
+                         ids=["one-partition", "three-partitions", "per-query-delivery"])
 def test_kill_9_anywhere_loses_and_repeats_nothing(broker: EmbeddedBroker, tmp_path: Path,
-                                                   partitions: int) -> None:
-    """With several matches partitions each one is a prefix of its queries' deltas."""
+                                                   partitions: int, per_query: bool) -> None:
+    """With several matches partitions each one is a prefix of its queries' deltas; with
+    per-query delivery (each query's deltas of a run handed on one query at a time, as on
+    the device pipeline) each query's deltas are in order, whatever their interleaving."""
     ds = generate(GenConfig(vertices=500, edges=3000, labels=3, queries=2, min_query=3,
                             max_query=4, insert_ratio=0.3, delete_ratio=0.1, seed=21))
     p = f"crash{uuid.uuid4().hex[:8]}"
@@ -61,7 +64,8 @@ def test_kill_9_anywhere_loses_and_repeats_nothing(broker: EmbeddedBroker, tmp_p
            "CSM_TOPIC_UPDATES": f"{p}.updates", "CSM_TOPIC_MATCHES": f"{p}.matches",
            "CSM_TOPIC_QUERIES": f"{p}.queries", "CSM_TOPIC_DEADLETTER": f"{p}.dead",
            "CSM_KAFKA_CONSUMER_GROUP": f"{p}.runtime", "PYTHONPATH": str(ROOT),
-           "CSM_MATCHES_PARTITIONS": str(partitions)}
+           "CSM_MATCHES_PARTITIONS": str(partitions),
+           "CSM_PER_QUERY_DELIVERY": "1" if per_query else "0"}
     proc = Proc(env, port, tmp_path / "serve.log")
     proc.start()
     gfile = tmp_path / "g.graph"
@@ -115,7 +119,11 @@ def test_kill_9_anywhere_loses_and_repeats_nothing(broker: EmbeddedBroker, tmp_p
     want = expected_from_log(broker.bootstrap, f"{p}.updates")
     got = published(broker.bootstrap, f"{p}.matches", len(want), timeout=120)
     assert len(got) == len(want)
-    if partitions == 1:
+    if per_query:   # each query's own deltas in order
+        assert sorted(got) == sorted(want)
+        for q in {k[0] for k in want}:
+            assert [k for k in got if k[0] == q] == [k for k in want if k[0] == q]
+    elif partitions == 1:
         assert got == want
     else:   # a query's deltas stay in its partition, in order
         for part in range(partitions):

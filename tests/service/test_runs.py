@@ -65,6 +65,52 @@ def test_runs_come_back_in_log_order_and_exact() -> None:
         assert np.array_equal(r.seq, w.seq) and np.array_equal(r.ops.tick, w.ops.tick)
 
 
+def test_per_query_delivery_hands_each_query_on_in_log_order() -> None:
+    """With per-query delivery each query's result of each run goes to ``on_query`` (that
+    query alone), in log order per query; ``on_result`` still gets every run in order,
+    with the queries handed on ahead named, and the parts add up to the whole result."""
+    eng, msgs = _engine()
+    eng.register(QuerySpec(Query.build([(v, None) for v in range(4)],
+                                       [(0, 1, None), (1, 2, None), (2, 3, None)]),
+                           CountMode.EMBEDDINGS))
+    ref, _ = _engine()
+    ref.register(QuerySpec(Query.build([(v, None) for v in range(4)],
+                                       [(0, 1, None), (1, 2, None), (2, 3, None)]),
+                           CountMode.EMBEDDINGS))
+    want = [ref.apply(run_batch([(off, u, 0.0)])) for off, u in enumerate(msgs)]
+
+    async def main() -> tuple[list[tuple[int, BatchResult]], list[tuple[int, set[int]]]]:
+        parts: list[tuple[int, BatchResult]] = []
+        whole: list[tuple[int, set[int]]] = []
+
+        async def on_query(run: Run, result: BatchResult) -> None:
+            parts.append((run.run[0][0], result))
+
+        async def on_result(run: Run, result: BatchResult) -> None:
+            whole.append((run.run[0][0], set(run.handed)))
+
+        runs = Runs(eng, on_result, depth=3, on_query=on_query, per_query=True)
+        chunk = Chunk([], [], {})
+        for off, u in enumerate(msgs):
+            runs.add(_run(off, u, chunk))
+        await runs.drain()
+        await runs.close()
+        return parts, whole
+
+    parts, whole = asyncio.run(main())
+    qids = want[0].query_ids
+    assert [off for off, _ in whole] == list(range(len(msgs)))
+    assert all(handed == set(qids) for _, handed in whole)
+    for j, q in enumerate(qids):
+        mine = [(off, r) for off, r in parts if r.query_ids == (q,)]
+        assert [off for off, _ in mine] == list(range(len(msgs))), q
+        for off, r in mine:
+            assert np.array_equal(r.counts[:, 0], want[off].counts[:, j]), (off, q)
+            col = want[off].counts[:, j]
+            assert r.stats.positive == int(col[col > 0].sum())
+    assert len(parts) == len(qids) * len(msgs)
+
+
 def test_a_failing_run_fails_every_open_run() -> None:
     eng, msgs = _engine()
 
