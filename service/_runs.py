@@ -84,13 +84,16 @@ class Runs:
                  on_query: Callable[[Run, BatchResult], Awaitable[None]] | None = None,
                  per_query: bool | None = None) -> None:
         """``on_query``: where one query's result of a run goes ahead of the run's (a
-        BatchResult of that query alone); ``per_query`` (None: where the executor
-        pipelines) hands queries on that way."""
+        BatchResult of that query alone). ``per_query``: True hands every query on that
+        way, also where the oldest run is ready as a whole; None, where the executor
+        pipelines, only while the oldest run is not ready (a ready run goes whole, in one
+        publish); False never."""
         self.engine, self.on_result, self.depth = engine, on_result, depth
         self.on_query = on_query
         pipelined = bool(getattr(engine.executor, "pipelined", False))
         self.per_query = on_query is not None and (pipelined if per_query is None
                                                    else per_query)
+        self._eager = per_query is True
         #: runs open at most before the runtime fetches more: a pipelining executor takes
         #: the next while the GPU works; the CPU's submit does the work, so one there
         self.ahead = 2 if getattr(engine.executor, "pipelined", False) else 1
@@ -147,7 +150,8 @@ class Runs:
     async def _drive(self) -> None:
         try:
             while True:
-                if self._flight and self.per_query:
+                if self._flight and self.per_query and (
+                        self._eager or not self._flight[0].pending.ready):  # type: ignore[union-attr]
                     await self._hand_queries()
                 if self._flight and self._flight[0].pending.ready:  # type: ignore[union-attr]
                     await self._read()

@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     topic_deadletter: str = "csm.deadletter"
     matches_partitions: int = Field(1, ge=1, le=1024)
     #: each query's deltas of a batch as soon as that query is matched, not when every
-    #: query is (unset: where the backend pipelines batches, the GPU's device pipeline);
-    #: a partition then holds each query's deltas in order, not their interleaving
+    #: query is: true always query by query, unset where the backend pipelines batches
+    #: (the GPU's device pipeline) while a batch's queries are not all matched, false
+    #: never; a partition then holds each query's deltas in order, not their interleaving
     per_query_delivery: bool | None = None
 
     # scale-out: several instances on one log, each publishing a shard of the queries
