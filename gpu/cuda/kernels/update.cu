@@ -2285,7 +2285,7 @@ extern "C" __global__ void __launch_bounds__(TILE, 1) build_units(
 
 // The end of a launch: match.cu's match_step has written every query's signed, scaled
 // counts into the result region and its ready word (a query once its last item was done,
-// collect_query; one without items as it started), so this only zeroes the lane's
+// collect_query; one without items before it, ready_idle), so this only zeroes the lane's
 // per-query words for its next launch (whose build_units adds to them: stream order puts
 // it after this) and writes the sequence number into the control block: the host may read
 // the region once C_DONE equals C_SEQ (or the stream's event has fired). A query's ready
