@@ -380,7 +380,7 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
     updates are done when its result is read, which each turn does for every finished
     batch at the head of those in flight before it submits more. With ``per_query`` each
     turn also takes every query's next batches that are ready for that query
-    (``PendingBatch.query_ready``: per-query delivery, in seq order within the query); a
+    (``PendingBatch.ready_queries``: per-query delivery, in seq order within the query); a
     delta is ready then, or when its batch's result is read, whichever comes first.
     """
     n = len(stream)
@@ -413,12 +413,15 @@ def _serve(eng: Engine, stream: UpdateBatch, arrivals: np.ndarray, b: int,
         first += 1
 
     def deliver() -> None:
+        ready: dict[int, tuple[int, ...]] = {}   # a batch's ready queries, one poll each
         for j, q in enumerate(qids):
             while head[j] < len(batches):
-                p, lo, hi = batches[head[j]]
-                if not p.query_ready(q):
+                k = head[j]
+                if k not in ready:
+                    ready[k] = batches[k][0].ready_queries()
+                if q not in ready[k]:
                     break
-                qdone[lo:hi, j] = time.perf_counter() - t0
+                qdone[batches[k][1]:batches[k][2], j] = time.perf_counter() - t0
                 head[j] += 1
 
     while i < n:

@@ -411,7 +411,7 @@ class Engine:
 
     def _query_pipelined(self, p: PendingBatch, j: int) -> BatchResult:
         """Query column ``j`` of a device pipeline batch whose other queries may still
-        be matching (``BatchTicket.ready_for``)."""
+        be matching (``BatchTicket.ready_set``)."""
         r = cast("BatchTicket", p.ticket).columns_for(j)
         stats = replace(_stats(p, r.tally, time.perf_counter(), ei=r.applied),
                         tasks=len(r.applied))   # (its own: one an applied edge update)
@@ -485,25 +485,30 @@ class PendingBatch:
             self._result = self._engine._finish(self)
         return self._result
 
+    def ready_queries(self) -> tuple[int, ...]:
+        """The standing queries (at submit) whose :meth:`query_result` would not wait: their
+        deltas of this batch are final (on the device pipeline, those of every pipelined
+        batch before it too), although other queries may still be matching: the pipeline
+        delivers each query once its own work is done; elsewhere every query is ready with
+        the batch (:attr:`ready`). Readers that publish in seq order take a query's batches
+        in order. One poll for all the queries."""
+        ready_set = getattr(self.ticket, "ready_set", None)
+        if self._result is not None or ready_set is None or self.ops is not None:
+            return self.qids if self.ready else ()
+        return tuple(q for q, ok in zip(self.qids, ready_set().tolist(), strict=True) if ok)
+
     def query_ready(self, query_id: int) -> bool:
-        """``query_result(query_id)`` would not wait: that query's deltas of this batch
-        are final (on the device pipeline, those of every pipelined batch before it too),
-        although other queries may still be matching: the pipeline delivers each query once
-        its own work is done; elsewhere this is :attr:`ready`. Readers that publish in seq
-        order take a query's batches in order. Raises UnknownQueryError for a query that was
-        not standing at submit."""
-        j = self._column(query_id)
-        ready_for = getattr(self.ticket, "ready_for", None)
-        if self._result is not None or ready_for is None or self.ops is not None:
-            return self.ready
-        return bool(ready_for(j))
+        """:meth:`ready_queries` for one query. Raises UnknownQueryError for a query that
+        was not standing at submit."""
+        self._column(query_id)
+        return query_id in self.ready_queries()
 
     def query_result(self, query_id: int) -> BatchResult:
         """This batch's result for one standing query (``query_ids`` is that query
         alone; the stats' created and destroyed are its matches): at once where
         :meth:`query_ready`, else once :meth:`result` has come."""
         j = self._column(query_id)
-        if self._result is None and self.ops is None and self.query_ready(query_id):
+        if self._result is None and self.ops is None and query_id in self.ready_queries():
             return self._engine._query_pipelined(self, j)
         return _one_query(self.result(), j)
 

@@ -12,7 +12,7 @@ to ``on_result`` in log order, each after the previous call has returned; a run'
 
 Per-query delivery (with ``on_query``; on by default where the executor pipelines): while
 the oldest run is not ready, each query's next runs that are ready for that query
-(``PendingBatch.query_ready``) go to ``on_query`` one query at a time, in log order per
+(``PendingBatch.ready_queries``) go to ``on_query`` one query at a time, in log order per
 query, so a heavy query's matching holds back its own deltas only; ``on_result`` then
 gets the run with the queries already handed on in :attr:`Run.handed`.
 """
@@ -189,18 +189,26 @@ class Runs:
         self._read_one.set()
 
     async def _hand_queries(self) -> None:
-        """Each query's runs, oldest first, as long as they are ready for that query."""
+        """Each query's runs, oldest first, as long as they are ready for that query (one
+        poll a run for all its queries)."""
         assert self.on_query is not None
-        for q in self._flight[0].pending.qids:  # type: ignore[union-attr]
-            for run in self._flight:
-                p = run.pending
-                assert p is not None
-                if q in run.handed:
-                    continue
-                if q not in p.qids or not p.query_ready(q):
-                    break
-                await self.on_query(run, p.query_result(q))
-                run.handed.add(q)
+        qids = self._flight[0].pending.qids  # type: ignore[union-attr]
+        blocked: set[int] = set()
+        for run in self._flight:
+            p = run.pending
+            assert p is not None
+            todo = [q for q in qids if q not in blocked and q not in run.handed]
+            if not todo:
+                if len(blocked) == len(qids):
+                    return
+                continue
+            ready = set(p.ready_queries())
+            for q in todo:
+                if q in ready:
+                    await self.on_query(run, p.query_result(q))
+                    run.handed.add(q)
+                else:   # (also a query unregistered since: not standing in this run)
+                    blocked.add(q)
 
     async def _wait(self) -> None:
         """For the oldest run's device work, or for a new run to submit meanwhile (with

@@ -141,15 +141,17 @@ class BatchTicket:
     def ready(self) -> bool:
         return self.result is not None or self.pipe.poll(self.launch)
 
-    def ready_for(self, j: int) -> bool:
-        """Whether query ``j``'s counts (its place in the plan set) of this batch and of
-        every batch before it are in their regions, although other queries may still be
+    def ready_set(self) -> npt.NDArray[np.bool_]:
+        """For each query (its place in the plan set): whether its counts of this batch and
+        of every batch before it are in their regions, although other queries may still be
         matching (per-query delivery; a launch the host path finishes is ready only once
         it has been read)."""
-        return self.result is not None or self.pipe.poll_query(self.launch, j)
+        if self.result is not None:
+            return np.ones(self.pipe._nq, np.bool_)
+        return self.pipe.poll_queries(self.launch)
 
     def columns_for(self, j: int) -> BatchColumns:
-        """Its columns with query ``j``'s counts alone (a copy), once :meth:`ready_for`;
+        """Its columns with query ``j``'s counts alone (a copy), once :meth:`ready_set`;
         the region's rows serve the rest as for :meth:`wait`."""
         if self.result is not None:
             return _one_query(self.result, j)
@@ -195,8 +197,10 @@ class SplitTicket:
     def ready(self) -> bool:
         return self.result is not None or self.parts[-1].ready
 
-    def ready_for(self, j: int) -> bool:
-        return self.result is not None or self.parts[-1].ready_for(j)   # (and the parts before)
+    def ready_set(self) -> npt.NDArray[np.bool_]:
+        if self.result is not None:
+            return np.ones(self.parts[-1].pipe._nq, np.bool_)
+        return self.parts[-1].ready_set()   # (and the parts before)
 
     def columns_for(self, j: int) -> BatchColumns:
         if self.result is not None:
@@ -244,15 +248,6 @@ class _Launch:
         """Launched and not yet finished on the device (a word of its control block:
         collect_step writes the sequence number last; cheaper than an event query)."""
         return not self.done and self.block.ctrl[C_DONE] != self.seq
-
-    def query_ready(self, j: int) -> bool:
-        """Read, or query ``j``'s counts are in its region: the query's ready word holds
-        its number (written after the counts) and its resolve finished (C_CODE, written
-        before: a launch that stopped on a full pool or output, or was skipped behind one,
-        has its results from the host path when it is read). The ready word first: the
-        device wrote the code before it."""
-        b = self.block
-        return self.done or (int(b.ready[j]) == self.seq and int(b.ctrl[C_CODE]) == DONE)
 
 
 class _Lane:
@@ -681,29 +676,41 @@ class DevicePipeline:
                 self._start(g)
             return g.event is not None and not any(x.on_device for x in self._upto(g))
 
-    def poll_query(self, g: _Launch, j: int) -> bool:
-        """Whether query ``j``'s counts of ``g`` and of every launch before it are in
-        their regions (starts ``g`` as :meth:`poll` does). A launch before it that the
-        device has left stopped (full pool or output) is finished on the host path here
+    def poll_queries(self, g: _Launch) -> npt.NDArray[np.bool_]:
+        """For each query: whether its counts of ``g`` and of every launch before it are in
+        their regions (starts ``g`` as :meth:`poll` does). A launch's query is there once
+        its ready word holds the launch's number (written after the counts) and the
+        launch's resolve finished (C_CODE, written before them; read after them here): a
+        launch that stopped on a full pool or output, or was skipped behind one, wrote its
+        ready words with nothing counted. Such a launch is finished on the host path here
         once the launches before it are off the device: nothing else would, while its
         reader waits per query (and waiting here for their other queries would hold it)."""
+        nq = self._nq
         with self._lock:
             self._check()
             if g is self._open and (self.busy_launches == 0 or not self._busy()):
                 self._start(g)
+            ok = np.zeros(nq, np.bool_)
             if g.event is None:
-                return False
+                return ok
+            ok[:] = True
             busy = False   # a launch before is still matching (other queries)
             for x in self._upto(g):
-                if x.query_ready(j):
+                if x.done:
+                    continue
+                there = x.block.ready[:nq] == x.seq   # first: then the code
+                if int(x.block.ctrl[C_CODE]) == DONE:
+                    ok &= there
                     busy = busy or x.on_device
                     continue
-                if busy or x.on_device or int(x.block.ctrl[C_CODE]) == DONE:
-                    return False   # (DONE: its ready word is still to come)
+                if busy or x.on_device:
+                    ok[:] = False   # (not DONE yet, or stopped behind launches still running)
+                    return ok
                 self._finish(x)   # stopped: recovered, the launches skipped behind it again
                 if not x.done:
-                    return False
-            return True
+                    ok[:] = False
+                    return ok
+            return ok
 
     def launch_now(self, g: _Launch) -> list[Any]:
         """Start ``g`` if it gathers batches; the events of every launch up to it."""

@@ -775,7 +775,7 @@ enum { D_PAIRS = 0, D_UNITS, D_EPOCH, D_STALL, D_NOUT, D_SEQ_LO, D_SEQ_HI, D_NTA
 // query's signed, scaled counts into the launch's result region (update.cu collect_step's
 // loop, for one query; counts already zero there are not written again), then the launch's
 // sequence number into the query's ready word (mapped host memory, read by the host's
-// BatchTicket.ready_for), so the query's deltas need not wait for the other queries' units.
+// BatchTicket.ready_set), so the query's deltas need not wait for the other queries' units.
 // The region's counts column, as update.cu region_at lays it out: tick, src, dst, then the
 // counts, `rows` rows each.
 #define COLLECT_UNROLL 8
