@@ -505,7 +505,7 @@ class PendingBatch:
 
     def query_result(self, query_id: int) -> BatchResult:
         """This batch's result for one standing query (``query_ids`` is that query
-        alone; the stats' created and destroyed are its matches): at once where
+        alone; the stats' positive, negative and tasks are its own): at once where
         :meth:`query_ready`, else once :meth:`result` has come."""
         j = self._column(query_id)
         if self._result is None and self.ops is None and query_id in self.ready_queries():
