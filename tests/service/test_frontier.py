@@ -7,11 +7,14 @@ prefix cut."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from gpu import BatchResult, CountMode, Engine, Query, QuerySpec
 from service._publish import FRONTIER, Publisher, cuts_of
@@ -75,6 +78,11 @@ async def _topic(kafka: KafkaConfig, topic: str) -> list[tuple[int, int, int, in
         await c.stop()
 
 
+def _tail_cut(rec: Any) -> tuple[int, int, int]:
+    v = json.loads(rec.value)
+    return v["seq"], v["sub"], v["query"]
+
+
 def _want(runs: list[tuple[dict[int, float], BatchResult]], q: int) -> list[tuple[int, int, int]]:
     out = []
     for _, r in runs:
@@ -82,6 +90,25 @@ def _want(runs: list[tuple[dict[int, float], BatchResult]], q: int) -> list[tupl
         for i in np.flatnonzero(r.counts[:, j]).tolist():
             out.append((int(r.seq[i]), int(r.sub[i]), int(r.counts[i, j])))
     return out
+
+
+@contextlib.asynccontextmanager
+async def _producer(kafka: KafkaConfig, topic: str) -> AsyncIterator[AIOKafkaProducer]:
+    """A started producer, ``topic`` created (one partition)."""
+    await ensure_topics(kafka, {topic: 1})
+    producer = make_producer(kafka)
+    await producer.start()
+    try:
+        yield producer
+    finally:
+        await producer.stop()
+
+
+async def _recovered(pub: Publisher, kafka: KafkaConfig, topic: str) -> Publisher:
+    """``pub`` with the cuts the topic's tail gives (recovery's reading)."""
+    async for rec in last_records(kafka, topic, 1):
+        pub.recovered(rec.partition, rec)
+    return pub
 
 
 async def _publish(pub: Publisher, items: list[tuple[dict[int, float], BatchResult]]) -> None:
@@ -103,20 +130,13 @@ def test_a_crash_mid_per_query_delivery_resends_each_delta_once(
                                                    for q in qids[1:]]
 
     async def main() -> list[tuple[int, int, int, int]]:
-        await ensure_topics(kafka, {topic: 1})
-        producer = make_producer(kafka)
-        await producer.start()
-        try:
+        async with _producer(kafka, topic) as producer:
             first = Publisher(producer, cfg, Metrics())
             await _publish(first, [(runs[k][0], _only(runs[k][1], q))
                                    for k, q in order[:crash_after]])
             # the crash: nothing was committed, so the restart sends every run again
-            again = Publisher(producer, cfg, Metrics())
-            async for rec in last_records(kafka, topic, 1):
-                again.recovered(rec.partition, rec)
+            again = await _recovered(Publisher(producer, cfg, Metrics()), kafka, topic)
             await _publish(again, runs)
-        finally:
-            await producer.stop()
         return await _topic(kafka, topic)
 
     got = asyncio.run(main())
@@ -138,10 +158,7 @@ def test_a_tail_without_frontier_is_a_prefix_cut_that_the_frontier_carries_on(
     kafka = KafkaConfig(broker.bootstrap)
 
     async def main() -> list[tuple[int, int, int, int]]:
-        await ensure_topics(kafka, {topic: 1})
-        producer = make_producer(kafka)
-        await producer.start()
-        try:
+        async with _producer(kafka, topic) as producer:
             old = Publisher(producer, cfg, Metrics())
             await _publish(old, runs[:2])
             # strip the frontier from what was sent: write the tail again without it
@@ -149,21 +166,16 @@ def test_a_tail_without_frontier_is_a_prefix_cut_that_the_frontier_carries_on(
             assert cuts_of(tail)[1] is None
             await producer.send_and_wait(topic, tail.value, key=tail.key, partition=0,
                                          headers=[h for h in tail.headers if h[0] != FRONTIER])
-            second = Publisher(producer, cfg, Metrics())
-            async for rec in last_records(kafka, topic, 1):
-                front, pre = cuts_of(rec)
-                assert front == {} and pre is not None
-                second.recovered(rec.partition, rec)
+            tail = [rec async for rec in last_records(kafka, topic, 1)][0]
+            assert cuts_of(tail) == ({}, _tail_cut(tail))   # a prefix cut alone
+            second = await _recovered(Publisher(producer, cfg, Metrics()), kafka, topic)
             await _publish(second, runs[:4])   # the crash again, before any commit
-            third = Publisher(producer, cfg, Metrics())
-            async for rec in last_records(kafka, topic, 1):
-                assert cuts_of(rec)[1] is not None   # the prefix cut, carried on
-                third.recovered(rec.partition, rec)
+            tail = [rec async for rec in last_records(kafka, topic, 1)][0]
+            assert cuts_of(tail)[1] == second.skip[0]   # the prefix cut, carried on
+            third = await _recovered(Publisher(producer, cfg, Metrics()), kafka, topic)
             await _publish(third, runs)
             third.committed(2 * RUNS)
             assert third.cuts == {} and third.skip == {} and third.frontier[0] == {}
-        finally:
-            await producer.stop()
         return await _topic(kafka, topic)
 
     got = asyncio.run(main())
