@@ -102,6 +102,7 @@ class Runs:
         self._wake = asyncio.Event()
         self._read_one = asyncio.Event()   # set whenever a run is handed on (or all failed)
         self._device: tuple[Run, asyncio.Future[Any]] | None = None
+        self._woke: asyncio.Future[Any] | None = None   # _wait's wait for a new run
         self._task: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
 
@@ -137,6 +138,8 @@ class Runs:
 
     async def close(self) -> None:
         """Stop: no run is submitted or handed on after this (their chunks never commit)."""
+        if self._woke is not None:
+            self._woke.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -220,13 +223,11 @@ class Runs:
                 self._device[1].exception()   # read: a run's failure surfaces in result()
             self._device = (run, asyncio.ensure_future(asyncio.to_thread(run.pending.wait_ready)))
         dev = self._device[1]
-        self._wake.clear()
-        woke: asyncio.Future[Any] = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({dev, woke}, return_when=asyncio.FIRST_COMPLETED,
-                               timeout=QUERY_POLL if self.per_query else None)
-        finally:
-            woke.cancel()
+        if self._woke is None or self._woke.done():   # (kept across per-query polls: a
+            self._wake.clear()                        # task each 100 us was the loop's)
+            self._woke = asyncio.ensure_future(self._wake.wait())
+        await asyncio.wait({dev, self._woke}, return_when=asyncio.FIRST_COMPLETED,
+                           timeout=QUERY_POLL if self.per_query else None)
         if dev.done():
             self._device = None
             dev.result()
