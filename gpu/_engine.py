@@ -510,7 +510,7 @@ class PendingBatch:
         j = self._column(query_id)
         if self._result is None and self.ops is None and query_id in self.ready_queries():
             return self._engine._query_pipelined(self, j)
-        return _one_query(self.result(), j)
+        return self.result().select((query_id,))
 
     def _column(self, query_id: int) -> int:
         try:
@@ -537,11 +537,6 @@ def _stats(p: PendingBatch, tally: npt.NDArray[np.int64] | list[int], t2: float,
                                                      io.cache_misses)
     return _batch_stats(len(p.batch), len(ei), a, i, r, pos, neg, p.t1 - p.t0, t2 - p.t1,
                         p.ntasks, hb, hits, misses)
-
-
-def _one_query(r: BatchResult, j: int) -> BatchResult:
-    """Result ``r`` for its query column ``j`` alone."""
-    return r.select((r.query_ids[j],))
 
 
 def _empty_ops(n: int = 0) -> OpTable:

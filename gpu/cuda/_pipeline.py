@@ -152,9 +152,8 @@ class BatchTicket:
 
     def columns_for(self, j: int) -> BatchColumns:
         """Its columns with query ``j``'s counts alone (a copy), once :meth:`ready_set`;
-        the region's rows serve the rest as for :meth:`wait`."""
-        if self.result is not None:
-            return _one_query(self.result, j)
+        the region's rows serve the rest as for :meth:`wait` (read or not: the launch
+        keeps its region)."""
         g = self.launch
         assert g.region is not None and not self.part
         return _query_columns(g.region, g.row0 + self.lo, len(self.batch), j)
@@ -203,8 +202,6 @@ class SplitTicket:
         return self.parts[-1].ready_set()   # (and the parts before)
 
     def columns_for(self, j: int) -> BatchColumns:
-        if self.result is not None:
-            return _one_query(self.result, j)
         return _query_columns(self.region, 0, len(self.batch), j)
 
     def sync(self) -> None:
@@ -1069,13 +1066,6 @@ def _query_columns(r: Region, at: int, n: int, j: int) -> BatchColumns:
     return BatchColumns(_op_table(row_numbers(n), r.op[s], r.a[s], r.b[s], r.src[s], r.dst[s],
                                   r.label[s], r.tick[s], r.status[s], r.reason[s]),
                         ei[e0:e1], counts, zero_subs(n), tally)
-
-
-def _one_query(c: BatchColumns, j: int) -> BatchColumns:
-    """Read columns ``c`` with query ``j``'s counts alone (its tally's matches too)."""
-    counts = np.ascontiguousarray(c.counts[:, j:j + 1])
-    tally = [*c.tally[:3], int(counts[counts > 0].sum()), int(-counts[counts < 0].sum())]
-    return BatchColumns(c.ops, c.applied, counts, c.sub, tally)
 
 
 def _keep_flips(graphs: dict[tuple[int, ...], Any], key: tuple[int, ...]) -> None:

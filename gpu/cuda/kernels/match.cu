@@ -171,7 +171,6 @@ __device__ long long warp_lower_bound(const long long* key, long long lo, long l
     return lo + __popc(__ballot_sync(FULL, below));
 }
 
-
 // d.lo/d.hi narrowed to label `lab` (keys are label << 32 | id); warp-uniform d
 __device__ __forceinline__ void label_range(Adj& d, int lab, int lane, Io& io) {
     if (lab == WILD) return;
