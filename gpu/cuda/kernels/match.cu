@@ -207,9 +207,14 @@ __device__ int warp_scan(const Adj& d, long long lo, long long hi, long long k, 
 // interleaved step by step, so each step has U loads in flight instead of one (the kernel
 // waits on dependent loads: a search in a hub's range is about 10 of them, and a level's
 // rounds of 32 candidates ran one after the other). CSM_CUDA_INTERSECT_ILP=U sets it; 1
-// keeps the one-search loop.
+// keeps the one-search loop. Only lists of more than ILP_MIN candidates take it
+// (CSM_CUDA_ILP_MIN): a list of one round gains nothing from it, and with every list on it
+// the triangles' saturation fell by a sixth at stop 52 (design.md 2y).
 #ifndef INTERSECT_ILP
 #define INTERSECT_ILP 1
+#endif
+#ifndef ILP_MIN
+#define ILP_MIN 32
 #endif
 
 #if INTERSECT_ILP > 1
@@ -278,7 +283,8 @@ __device__ int warp_intersect(const long long* src, int slo, int shi, const Adj&
     int w = 0;
     if (shi <= slo || hi <= lo) return 0;
 #if INTERSECT_ILP > 1
-    if (!d.host) return warp_intersect_ilp(src, slo, shi, d, lo, hi, k, el, out, lane);
+    if (!d.host && shi - slo > ILP_MIN)
+        return warp_intersect_ilp(src, slo, shi, d, lo, hi, k, el, out, lane);
 #endif
     const long long* key = d.key;
     bool staged = false;
