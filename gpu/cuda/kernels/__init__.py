@@ -75,8 +75,8 @@ def _defines() -> tuple[str, ...]:
     to N resident blocks an SM (registers for warps; 5 when unset); CSM_CUDA_INTERSECT_ILP=U
     the candidates a lane of an intersection searches at once (2 when unset; design.md 2t,
     2w, 2y), for lists of more than CSM_CUDA_ILP_MIN candidates (32 when unset);
-    CSM_CUDA_MERGE=0 never intersects by a merge, 2 always (1, unset: where it reads
-    less; design.md 2z). (The fused tail and the paired label search of stops 49-50 were
+    CSM_CUDA_MERGE=1 intersects by a merge where it reads less, 2 always (0, unset:
+    never; design.md 2z). (The fused tail and the paired label search of stops 49-50 were
     measured and taken out: design.md 2w.)"""
     flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
              "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT"}

@@ -216,11 +216,13 @@ __device__ int warp_scan(const Adj& d, long long lo, long long hi, long long k, 
 #ifndef ILP_MIN
 #define ILP_MIN 32
 #endif
-// The merge (warp_intersect_merge) where it reads less: CSM_CUDA_MERGE=0 leaves it out
-// (every list searched), 2 takes it for every list in device memory (tests: small graphs
-// never choose it).
+// The merge (warp_intersect_merge): CSM_CUDA_MERGE=1 takes it where its cost model says it
+// reads less, 2 for every list in device memory (tests: small graphs never choose it); 0,
+// unset, leaves it out. Stop 53 (design.md 2z): exact, Enron's triangle insertions' match
+// 324 -> 212 us, but q5-q7 7-18% slower and the 3-5 vertex saturation lower on another
+// instance (its spills: 56/92 bytes against 18/36); a same-instance A/B decides.
 #ifndef INTERSECT_MERGE
-#define INTERSECT_MERGE 1
+#define INTERSECT_MERGE 0
 #endif
 
 #if INTERSECT_ILP > 1
