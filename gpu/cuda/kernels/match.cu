@@ -218,7 +218,7 @@ __device__ int warp_scan(const Adj& d, long long lo, long long hi, long long k, 
 #endif
 // The merge (warp_intersect_merge): CSM_CUDA_MERGE=1 takes it where its cost model says it
 // reads less, 2 for every list in device memory (tests: small graphs never choose it); 0,
-// unset, leaves it out. Stop 53 (design.md 2z): exact, Enron's triangle insertions' match
+// unset, leaves it out. Stop 52 (design.md 2z): exact, Enron's triangle insertions' match
 // 324 -> 212 us, but q5-q7 7-18% slower and the 3-5 vertex saturation lower on another
 // instance (its spills: 56/92 bytes against 18/36); a same-instance A/B decides.
 #ifndef INTERSECT_MERGE
