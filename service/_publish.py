@@ -214,9 +214,9 @@ class Publisher:
             k = int(here[-1])
             self.published[part] = [int(seq[k]), int(sub[k]), int(qids[k])]
             front = self.frontier.setdefault(part, {})
-            qs = qids[here]
-            for q in np.unique(qs).tolist():   # deltas are in seq order: a query's last
-                j = int(here[np.flatnonzero(qs == q)[-1]])
+            # deltas are in seq order: each query's last, one pass from the end
+            qs, first = np.unique(qids[here][::-1], return_index=True)
+            for q, j in zip(qs.tolist(), here[::-1][first].tolist(), strict=True):
                 front[q] = [int(seq[j]), int(sub[j])]
             fronts[part] = (k, _frontier(front))
         batches: dict[int, Any] = {}

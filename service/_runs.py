@@ -96,7 +96,7 @@ class Runs:
         self._eager = per_query is True
         #: runs open at most before the runtime fetches more: a pipelining executor takes
         #: the next while the GPU works; the CPU's submit does the work, so one there
-        self.ahead = 2 if getattr(engine.executor, "pipelined", False) else 1
+        self.ahead = 2 if pipelined else 1
         self._queued: deque[Run] = deque()   # its first may be being submitted
         self._flight: deque[Run] = deque()
         self._wake = asyncio.Event()

@@ -523,7 +523,6 @@ __device__ __forceinline__ long long reserve(unsigned m, bool mine, unsigned lon
     return slot < want ? slot : -1;
 }
 
-
 // The sub-task queue of one launch. Records are 16 ints: ready flag (= this launch's
 // epoch, so the buffer is never cleared), task, plan, level, lo, hi, f[2..M-1]. Counters,
 // each on its own 128-byte line (idle warps poll one while others update the rest): next
