@@ -9,8 +9,7 @@ from gpu.cuda.kernels import _defines
 from gpu.exceptions import BackendError
 
 FLAGS = ("CSM_CUDA_PROBES", "CSM_CUDA_LINEINFO", "CSM_CUDA_NO_LAUNCH_FRONT",
-         "CSM_CUDA_MATCH_BLOCKS", "CSM_CUDA_INTERSECT_ILP", "CSM_CUDA_ILP_MIN",
-         "CSM_CUDA_MERGE")
+         "CSM_CUDA_MATCH_BLOCKS", "CSM_CUDA_INTERSECT_ILP", "CSM_CUDA_ILP_MIN")
 
 
 @pytest.fixture(autouse=True)
@@ -29,17 +28,15 @@ def test_each_setting_adds_its_define(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CSM_CUDA_MATCH_BLOCKS", "6")
     monkeypatch.setenv("CSM_CUDA_INTERSECT_ILP", "2")
     monkeypatch.setenv("CSM_CUDA_ILP_MIN", "0")   # (0 is a value here: every list)
-    monkeypatch.setenv("CSM_CUDA_MERGE", "2")
     assert _defines() == ("-DCSM_NO_LAUNCH_FRONT", "-DMATCH_BLOCKS=6", "-DINTERSECT_ILP=2",
-                          "-DILP_MIN=0", "-DINTERSECT_MERGE=2")
+                          "-DILP_MIN=0")
 
 
 @pytest.mark.parametrize(("var", "value"), [("CSM_CUDA_MATCH_BLOCKS", "17"),
                                             ("CSM_CUDA_MATCH_BLOCKS", "0"),
                                             ("CSM_CUDA_INTERSECT_ILP", "x"),
                                             ("CSM_CUDA_INTERSECT_ILP", "9"),
-                                            ("CSM_CUDA_ILP_MIN", "-1"),
-                                            ("CSM_CUDA_MERGE", "3")])
+                                            ("CSM_CUDA_ILP_MIN", "-1")])
 def test_a_bad_value_names_the_setting(monkeypatch: pytest.MonkeyPatch, var: str,
                                        value: str) -> None:
     monkeypatch.setenv(var, value)

@@ -74,17 +74,15 @@ def _defines() -> tuple[str, ...]:
     front on one tree and one machine); CSM_CUDA_MATCH_BLOCKS=N bounds match.cu's kernels
     to N resident blocks an SM (registers for warps; 5 when unset); CSM_CUDA_INTERSECT_ILP=U
     the candidates a lane of an intersection searches at once (2 when unset; design.md 2t,
-    2w, 2y), for lists of more than CSM_CUDA_ILP_MIN candidates (32 when unset);
-    CSM_CUDA_MERGE=1 intersects by a merge where it reads less, 2 always (0, unset:
-    never; design.md 2z). (The fused tail and the paired label search of stops 49-50 were
-    measured and taken out: design.md 2w.)"""
+    2w, 2y), for lists of more than CSM_CUDA_ILP_MIN candidates (32 when unset). (The
+    fused tail and the paired label search of stops 49-50, and the merge intersection of
+    stop 52, were measured and taken out: design.md 2w, 2z.)"""
     flags = {"CSM_CUDA_PROBES": "-DCSM_PROBES", "CSM_CUDA_LINEINFO": "-lineinfo",
              "CSM_CUDA_NO_LAUNCH_FRONT": "-DCSM_NO_LAUNCH_FRONT"}
     out = [flag for var, flag in flags.items() if os.environ.get(var) == "1"]
     for var, define, least, most in (("CSM_CUDA_MATCH_BLOCKS", "MATCH_BLOCKS", 1, 16),
                                      ("CSM_CUDA_INTERSECT_ILP", "INTERSECT_ILP", 1, 8),
-                                     ("CSM_CUDA_ILP_MIN", "ILP_MIN", 0, 1 << 20),
-                                     ("CSM_CUDA_MERGE", "INTERSECT_MERGE", 0, 2)):
+                                     ("CSM_CUDA_ILP_MIN", "ILP_MIN", 0, 1 << 20)):
         value = os.environ.get(var, "")
         if value:
             if not value.isdigit() or not least <= int(value) <= most:

@@ -216,15 +216,6 @@ __device__ int warp_scan(const Adj& d, long long lo, long long hi, long long k, 
 #ifndef ILP_MIN
 #define ILP_MIN 32
 #endif
-// The merge (warp_intersect_merge): CSM_CUDA_MERGE=1 takes it where its cost model says it
-// reads less, 2 for every list in device memory (tests: small graphs never choose it); 0,
-// unset, leaves it out. Stop 52 (design.md 2z): exact, Enron's triangle insertions' match
-// 324 -> 212 us, but q5-q7 7-18% slower and the 3-5 vertex saturation lower on another
-// instance (its spills: 56/92 bytes against 18/36); a same-instance A/B decides.
-#ifndef INTERSECT_MERGE
-#define INTERSECT_MERGE 0
-#endif
-
 #if INTERSECT_ILP > 1
 // warp_intersect for a neighbour array in device memory, U = INTERSECT_ILP rounds of 32
 // candidates at a time (same result, same order).
@@ -282,57 +273,6 @@ __device__ int warp_intersect_ilp(const long long* src, int slo, int shi, const 
 }
 #endif
 
-#if INTERSECT_MERGE
-// warp_intersect for a neighbour array in device memory by a merge: lane l takes the
-// candidates src[slo + l*c .. slo + (l+1)*c) (c = na / 32 rounded up), finds its first in
-// d's keys (one search a lane, all at once) and walks on from there, so a lane reads
-// (na + nb) / 32 entries, mostly in lines it has just loaded, where the searches cost
-// na / 32 / U rounds of log2(nb) dependent loads: a hub's list against a hub's
-// (Enron's triangles wait on the longest such intersection of a launch). Found keys go
-// to `scratch` at their lane's place (a row no one else reads here), then in order to out,
-// after every lane has read src (out may alias it).
-__device__ int warp_intersect_merge(const long long* src, int slo, int shi, const Adj& d,
-                                    long long lo, long long hi, long long k, int el,
-                                    long long* out, long long* scratch, int lane) {
-    const long long* key = d.key;
-    int na = shi - slo;
-    int c = (na + 31) >> 5;
-    int a0 = min(na, lane * c), a1 = min(na, a0 + c);
-    int m = 0;
-    if (a0 < a1) {
-        long long q = lower_bound(key, lo, hi, src[slo + a0]);
-        for (int i = a0; i < a1 && q < hi; ++i) {
-            long long x = src[slo + i];
-            while (q < hi && key[q] < x) ++q;
-            bool found = false;   // equal keys: lifetimes of one edge, any visible one
-            for (long long r = q; r < hi && key[r] == x; ++r)
-                if (visible(d, r, k, el)) { found = true; break; }
-            if (found) scratch[a0 + m++] = x;
-        }
-    }
-    int incl = m;   // this lane's matches and those of the lanes below
-    for (int o = 1; o < 32; o <<= 1) {
-        int v = __shfl_up_sync(FULL, incl, o);
-        if (lane >= o) incl += v;
-    }
-    int total = __shfl_sync(FULL, incl, 31);
-    __syncwarp();   // every read of src before a write to out
-    for (int i = 0; i < m; ++i) out[incl - m + i] = scratch[a0 + i];
-    __syncwarp();
-    return total;
-}
-
-// Whether the merge reads less than the searches (warp-uniform): a search is about
-// log2(nb) + 1 dependent loads and each round of 32 x U candidates costs one; the merge
-// costs one search, nb / 128 new lines a lane and an eighth of a load an entry walked.
-__device__ __forceinline__ bool merge_pays(int na, long long nb) {
-    if (INTERSECT_MERGE == 2) return true;
-    long long depth = 64 - __clzll(nb);
-    long long rounds = (na + 32 * INTERSECT_ILP - 1) / (32 * INTERSECT_ILP);
-    return depth + nb / 128 + (na + nb) / 256 < rounds * depth;
-}
-#endif
-
 // out[0:n] = src[slo:shi] ∩ visible(d[lo:hi)); out may alias src when slo == 0. A host
 // array is either copied (visible entries only) into `scratch` with coalesced reads and
 // searched there, or searched in place when the candidates are few: fewer bytes wins.
@@ -341,10 +281,6 @@ __device__ int warp_intersect(const long long* src, int slo, int shi, const Adj&
                               long long* scratch, int lane, Io& io) {
     int w = 0;
     if (shi <= slo || hi <= lo) return 0;
-#if INTERSECT_MERGE
-    if (!d.host && merge_pays(shi - slo, hi - lo))
-        return warp_intersect_merge(src, slo, shi, d, lo, hi, k, el, out, scratch, lane);
-#endif
 #if INTERSECT_ILP > 1
     if (!d.host && shi - slo > ILP_MIN)
         return warp_intersect_ilp(src, slo, shi, d, lo, hi, k, el, out, lane);
