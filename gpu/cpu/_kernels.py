@@ -45,18 +45,17 @@ from ._sets import (
     _LOW32,
     _ONE32,
     _intersect,
-    _mark_buffers,
     _marked,
     _narrow,
     _next_token,
     _scan,
     _scan_marked,
     _seen,
+    _slot_state,
     _tokens_left,
     _visible,
     _weigh,
     _weigh_cost,
-    _weight_buffers,
     _weights_root,
 )
 
@@ -822,43 +821,47 @@ def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_l
 
 
 @nb.njit(cache=True, nogil=True)
-def _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv, pl,
-                  nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """One thread of ``count_tasks``: its buffers, then its share of the tasks."""
+def _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, slot, marks,
+                  mk, wcnt, wtok, wst, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
+                  key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """One thread of ``count_tasks``: its buffers (marks and weights: its ``slot`` of the
+    kept ones, SetBuffers), then its share of the tasks."""
     dummy = np.empty((1, 1), np.int32)
     raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
     memo = np.zeros((3, MEMO_SLOTS), np.int64)
-    marks, mk = _mark_buffers(sets_nv)
-    wcnt, wtok, wst = _weight_buffers(sets_nv)
+    _slot_state(mk[slot], wst[slot])
     _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level,
                  nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
-                 rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
-                 dummy)
+                 rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks[slot], mk[slot],
+                 wcnt[slot], wtok[slot], wst[slot], dummy)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def count_tasks(nthreads, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv, pl, nb_level,
-                nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+def count_tasks(nthreads, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, marks, mk, wcnt, wtok,
+                wst, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task on ``nthreads`` threads; they take the next task in
     ``order`` as they finish one (a shared counter: no thread idles while another has a
-    queue). Its other arguments are :func:`count_tasks_here`'s."""
+    queue), thread s with slot s of the kept marks and weights. Its other arguments are
+    :func:`count_tasks_here`'s."""
     counts = np.zeros(len(t_a), np.int64)
     nxt = np.zeros(1, np.int64)
-    for _ in nb.prange(nthreads):
-        _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv,
-                      pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt)
+    for s in nb.prange(nthreads):
+        _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, s, marks,
+                      mk, wcnt, wtok, wst, pl, nb_level, nb_label, seg_off, seg_len, loff,
+                      vlabel, key, elab, ct, dt)
     return counts
 
 
 @nb.njit(cache=True, nogil=True)
-def count_tasks_here(t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, sets_nv, pl, nb_level,
-                     nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """``count_tasks`` on the calling thread alone: for a count too small to be worth
-    waking the pool's other threads (a passive worker takes tens of microseconds)."""
+def count_tasks_here(t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, marks, mk, wcnt, wtok, wst,
+                     pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """``count_tasks`` on the calling thread alone (slot 0 of the kept marks and weights:
+    ``SetBuffers.fit``): for a count too small to be worth waking the pool's other threads
+    (a passive worker takes tens of microseconds)."""
     counts = np.zeros(len(t_a), np.int64)
     _count_thread(np.zeros(1, np.int64), counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order,
-                  maxlen, sets_nv, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
-                  elab, ct, dt)
+                  maxlen, 0, marks, mk, wcnt, wtok, wst, pl, nb_level, nb_label, seg_off,
+                  seg_len, loff, vlabel, key, elab, ct, dt)
     return counts
 
 
@@ -883,16 +886,18 @@ def _list_share(nxt, t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, pl,
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, sets_nv,
+def list_tasks(t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, nthreads, maxlen, marks, mk,
                pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, out):  # type: ignore[no-untyped-def]
-    """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids)."""
+    """Write up to caps[s] tuples of task sel[s] into out[rows_off[s]:] (internal ids);
+    thread s marks with slot s of the kept marks (``SetBuffers.fit``)."""
     nxt = np.zeros(1, np.int64)
-    for _ in nb.prange(nthreads):
+    for s in nb.prange(nthreads):
         raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
         memo = np.zeros((3, 1), np.int64)   # listing enumerates: no memo
-        marks, mk = _mark_buffers(sets_nv)
-        wcnt, wtok, wst = _weight_buffers(0)   # listing enumerates: no memo
+        wcnt, wtok, wst = (np.zeros(0, np.int32), np.zeros(0, np.int32),
+                           np.zeros(4, np.int64))   # nor weights
+        _slot_state(mk[s], wst)
         _list_share(nxt, t_a, t_b, t_el, t_k, t_plo, t_phi, sel, rows_off, caps, pl, nb_level,
                     nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
-                    rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks, mk, wcnt, wtok, wst,
-                    out)
+                    rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks[s], mk[s], wcnt, wtok,
+                    wst, out)
