@@ -17,13 +17,14 @@ from ._sets import SetBuffers
 
 __all__ = ["CpuExecutor"]
 
-#: a batch needs this many (task, plan) units per 64 vertices to use marks and weights
-#: (see ``_sets_nv``)
+#: the most memory the threads' marks and weights are kept in (SetBuffers), made at the
+#: graph's load with their pages touched: then every count uses them, whatever its size
+#: (Enron at b=64: q5 316 -> 181 ms, q7 1.07 -> 0.70 s; round 24). Enron's 36,692
+#: vertices take 5 MB for two threads; a graph too large for this makes them for each
+#: count that earns them back (``_sets_nv``)
+SETS_KEEP_BYTES = 256 << 20
+#: such a count needs this many (task, plan) units per 64 vertices (see ``_sets_nv``)
 SETS_UNITS_PER_64 = 1
-#: the most memory the threads' marks and weights take at a graph's load (Enron's 36,692
-#: vertices: 5 MB for two threads); a larger graph makes them at its first count that
-#: uses them
-SETS_AT_LOAD_BYTES = 64 << 20
 #: a count expected to take less than this on one thread runs on the calling thread: the
 #: pool's other threads wait passively (``_kernels``), and waking them costs tens of
 #: microseconds, which two threads earn back only on counts of about twice that
@@ -47,12 +48,22 @@ class CpuExecutor:
     def on_update(self, graph: HostGraph, ops: OpTable) -> None:
         """The CPU reads the host graph directly. Once a graph is there (its load), the
         threads' marks and weights are made for its vertices with their pages touched,
-        where that takes at most SETS_AT_LOAD_BYTES: a count's first marks would otherwise
-        fault them in (q3's one-batch count on Enron: 0.45 ms of 2.3; round 24)."""
+        where they are kept (SETS_KEEP_BYTES): a count's first marks would otherwise fault
+        them in (q3's one-batch count on Enron: 0.45 ms of 2.3; round 24)."""
         nv = graph.num_vertices
-        if nv and not self._set_buffers.fits(nv) \
-                and SetBuffers.nbytes(self.threads, nv) <= SETS_AT_LOAD_BYTES:
+        if nv and not self._set_buffers.fits(nv) and self._keeps_sets(nv):
             self._set_buffers.fit(nv, touch=True)
+
+    def _keeps_sets(self, nv: int) -> bool:
+        return SetBuffers.nbytes(self.threads, nv) <= SETS_KEEP_BYTES
+
+    def _set_slots(self, units: int, nv: int) -> tuple[npt.NDArray[np.generic], ...]:
+        """The kernels' marks and weights for a count of ``units`` units on ``nv`` vertex
+        slots (0: the plans use none): the kept ones, or for a graph too large to keep
+        them, new ones (fresh pages) where the count earns them back."""
+        if nv and self._keeps_sets(nv):
+            return self._set_buffers.fit(nv)
+        return SetBuffers(self.threads).fit(_sets_nv(units, nv))
 
     def drain(self) -> None:
         """Nothing runs in the background."""
@@ -85,7 +96,7 @@ class CpuExecutor:
         owner, plan = u.owner, u.plan
         unit_counts = self._count(tasks.a[owner], tasks.b[owner], tasks.label[owner],
                                   tasks.tick[owner], plan, plan + 1, u.order, maxlen,
-                                  *self._set_buffers.fit(_sets_nv(len(owner), nv_sets)), pl,
+                                  *self._set_slots(len(owner), nv_sets), pl,
                                   plans.nb_level, plans.nb_label, *g)
         if plans.weighted:
             unit_counts *= plans.weight[plan]
@@ -104,7 +115,7 @@ class CpuExecutor:
             K.list_tasks(tasks.a, tasks.b, tasks.label, tasks.tick, tasks.plan_lo,
                          tasks.plan_hi, sel, row_off[sel], listed[sel],
                          min(self.threads, len(sel)), maxlen,
-                         *self._set_buffers.fit(_sets_nv(len(sel), nv_sets))[:2], pl,
+                         *self._set_slots(len(sel), nv_sets)[:2], pl,
                          plans.nb_level, plans.nb_label, *g, rows)
         return MatchOutput(counts, listed, row_off, rows)
 
@@ -194,9 +205,10 @@ def _count_plans(plan_lo, plan_hi, count_for, count_lo, count_hi, count_div):  #
 
 
 def _sets_nv(units: int, nv: int) -> int:
-    """Vertex slots of the kernels' per-thread marks and weights (``_sets``), 0 to
-    leave them off: zeroing them costs each call O(vertices), which a batch of few units
-    on a large graph never earns back (at b=64 it made Enron 2-5x slower than merges)."""
+    """Vertex slots of new per-thread marks and weights (``_sets``) for a graph too large
+    to keep them, 0 to leave them off: making them costs a count O(vertices), which a
+    batch of few units on a large graph never earns back (made for every count, at b=64
+    they made Enron 2-5x slower than merges)."""
     return nv if 64 * units >= SETS_UNITS_PER_64 * nv else 0
 
 

@@ -9,6 +9,8 @@ from _oracle import OracleGraph, automorphisms, embeddings, project
 
 from gpu import CountMode, Engine, ExecutorOptions, Query, QuerySpec, UpdateOp, UpdateStatus
 from gpu import _engine as engine_module
+from gpu.cpu import _executor as cpu_executor
+from gpu.cpu._sets import TOKEN_LIMIT, SetBuffers
 from gpu.graph import _host as host_module
 from gpu.planning._planner import C_LISTS, C_NEVER, C_STEADY, plan_query
 
@@ -100,6 +102,46 @@ def test_tasks_built_beside_the_merge_match_the_oracle(seed: int, least: int,
     monkeypatch.setattr(host_module, "BESIDE_EDGES", least)
     monkeypatch.setattr(engine_module, "BESIDE_EDGES", least)
     _check_oracle(seed, "cpu")
+
+
+@pytest.mark.parametrize("seed", range(0, 150, 10))
+def test_marks_made_for_each_count_match_the_oracle(seed: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph too large to keep the threads' marks and weights (here: every graph) gets
+    new ones for each count that earns them back, none for the others."""
+    monkeypatch.setattr(cpu_executor, "SETS_KEEP_BYTES", 0)
+    _check_oracle(seed, "cpu")
+
+
+def _tokens_near_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept marks and weights start a few tokens before the end of int32 (SetBuffers), so
+    the tokens wrap inside counts and between them, where every kept mark and weight must
+    be forgotten."""
+    make = SetBuffers._make
+
+    def near_the_end(self: SetBuffers, cap: int) -> tuple[np.ndarray, ...]:
+        made = make(self, cap)
+        made[1][:, 3, 0] = TOKEN_LIMIT - 3
+        made[4][:, 3] = np.iinfo(np.int32).max - 2
+        return made
+
+    monkeypatch.setattr(SetBuffers, "_make", near_the_end)
+
+
+@pytest.mark.parametrize("seed", range(0, 150, 10))
+def test_kept_marks_whose_tokens_wrap_match_the_oracle(seed: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """(marks wrap in 9 of these 15 cases)"""
+    _tokens_near_the_end(monkeypatch)
+    _check_oracle(seed, "cpu")
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_kept_weights_whose_tokens_wrap_match_the_oracle(seed: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """(the memoised last levels' cases weigh: marks and weights both wrap)"""
+    _tokens_near_the_end(monkeypatch)
+    test_memoised_last_levels_subtract_exactly_the_colliding_vertices(seed)
 
 
 def _check_oracle(seed: int, backend: str) -> None:
