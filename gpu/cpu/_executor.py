@@ -61,9 +61,10 @@ class CpuExecutor:
         """The kernels' marks and weights for a count of ``units`` units on ``nv`` vertex
         slots (0: the plans use none): the kept ones, or for a graph too large to keep
         them, new ones (fresh pages) where the count earns them back."""
-        if nv and self._keeps_sets(nv):
+        if nv == 0 or self._keeps_sets(nv):
             return self._set_buffers.fit(nv)
-        return SetBuffers(self.threads).fit(_sets_nv(units, nv))
+        nv = _sets_nv(units, nv)
+        return SetBuffers(self.threads).fit(nv) if nv else self._set_buffers.fit(0)
 
     def drain(self) -> None:
         """Nothing runs in the background."""
