@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -38,9 +39,10 @@ class CpuExecutor:
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or nb.get_num_threads()
         self._sets: tuple[PlanSet | None, bool] = (None, True)
-        #: each thread's marks and weights, kept from count to count (one count at a time:
-        #: the engine matches a batch before it applies the next)
+        #: each thread's marks and weights, kept from count to count; the lock keeps two
+        #: callers' counts (an engine matches one batch at a time) from sharing them
         self._set_buffers = SetBuffers(self.threads)
+        self._lock = threading.Lock()
         #: one thread's seconds a (task, plan) unit, lately (a moving average of the counts
         #: so far; None: none yet): whether a batch's count is worth the pool
         self._unit_s: float | None = None
@@ -52,7 +54,8 @@ class CpuExecutor:
         them in (q3's one-batch count on Enron: 0.45 ms of 2.3; round 24)."""
         nv = graph.num_vertices
         if nv and not self._set_buffers.fits(nv) and self._keeps_sets(nv):
-            self._set_buffers.fit(nv, touch=True)
+            with self._lock:
+                self._set_buffers.fit(nv, touch=True)
 
     def _keeps_sets(self, nv: int) -> bool:
         return SetBuffers.nbytes(self.threads, nv) <= SETS_KEEP_BYTES
@@ -84,6 +87,11 @@ class CpuExecutor:
 
     def match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
               prepared: Units | None = None) -> MatchOutput:
+        with self._lock:   # the kept marks and weights: one count at a time
+            return self._match(graph, plans, tasks, prepared)
+
+    def _match(self, graph: HostGraph, plans: PlanSet, tasks: MatchTasks,
+               prepared: Units | None) -> MatchOutput:
         n = len(tasks)
         if n == 0:
             return _counted(np.zeros(0, np.int64))
