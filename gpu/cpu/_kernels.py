@@ -42,6 +42,7 @@ from ..planning._planner import (
     F_VERTEX,
 )
 from ._sets import (
+    MEMO_SLOTS,
     _LOW32,
     _ONE32,
     _intersect,
@@ -235,8 +236,6 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
     return c
 
 
-#: slots of the per-thread memo of last-level counts (direct-mapped, tagged by run)
-MEMO_SLOTS = 1 << 12
 
 
 @leaf
@@ -822,23 +821,25 @@ def _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_l
 
 @nb.njit(cache=True, nogil=True)
 def _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, slot, marks,
-                  mk, wcnt, wtok, wst, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel,
-                  key, elab, ct, dt):  # type: ignore[no-untyped-def]
-    """One thread of ``count_tasks``: its buffers (marks and weights: its ``slot`` of the
-    kept ones, SetBuffers), then its share of the tasks."""
+                  mk, wcnt, wtok, wst, memo, clock, pl, nb_level, nb_label, seg_off, seg_len,
+                  loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+    """One thread of ``count_tasks``: its buffers (marks, weights, memo and the runs'
+    clock: its ``slot`` of the kept ones, SetBuffers), then its share of the tasks."""
     dummy = np.empty((1, 1), np.int32)
     raw, f, pos, rrow, rlo, rhi, ilo, ihi, ranges, stamp = _buffers(maxlen)
-    memo = np.zeros((3, MEMO_SLOTS), np.int64)
     _slot_state(mk[slot], wst[slot])
+    stamp[0, 0] = clock[slot]   # runs go on numbering from the last count's
     _count_share(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, pl, nb_level,
                  nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt, raw, f, pos,
-                 rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo, marks[slot], mk[slot],
+                 rrow, rlo, rhi, ilo, ihi, ranges, stamp, memo[slot], marks[slot], mk[slot],
                  wcnt[slot], wtok[slot], wst[slot], dummy)
+    clock[slot] = stamp[0, 0]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def count_tasks(nthreads, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, marks, mk, wcnt, wtok,
-                wst, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+                wst, memo, clock, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
+                elab, ct, dt):  # type: ignore[no-untyped-def]
     """Exact match count of every task on ``nthreads`` threads; they take the next task in
     ``order`` as they finish one (a shared counter: no thread idles while another has a
     queue), thread s with slot s of the kept marks and weights. Its other arguments are
@@ -847,21 +848,22 @@ def count_tasks(nthreads, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, mark
     nxt = np.zeros(1, np.int64)
     for s in nb.prange(nthreads):
         _count_thread(nxt, counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, s, marks,
-                      mk, wcnt, wtok, wst, pl, nb_level, nb_label, seg_off, seg_len, loff,
-                      vlabel, key, elab, ct, dt)
+                      mk, wcnt, wtok, wst, memo, clock, pl, nb_level, nb_label, seg_off,
+                      seg_len, loff, vlabel, key, elab, ct, dt)
     return counts
 
 
 @nb.njit(cache=True, nogil=True)
 def count_tasks_here(t_a, t_b, t_el, t_k, t_plo, t_phi, order, maxlen, marks, mk, wcnt, wtok, wst,
-                     pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt):  # type: ignore[no-untyped-def]
+                     memo, clock, pl, nb_level, nb_label, seg_off, seg_len, loff, vlabel, key,
+                     elab, ct, dt):  # type: ignore[no-untyped-def]
     """``count_tasks`` on the calling thread alone (slot 0 of the kept marks and weights:
     ``SetBuffers.fit``): for a count too small to be worth waking the pool's other threads
     (a passive worker takes tens of microseconds)."""
     counts = np.zeros(len(t_a), np.int64)
     _count_thread(np.zeros(1, np.int64), counts, t_a, t_b, t_el, t_k, t_plo, t_phi, order,
-                  maxlen, 0, marks, mk, wcnt, wtok, wst, pl, nb_level, nb_label, seg_off,
-                  seg_len, loff, vlabel, key, elab, ct, dt)
+                  maxlen, 0, marks, mk, wcnt, wtok, wst, memo, clock, pl, nb_level,
+                  nb_label, seg_off, seg_len, loff, vlabel, key, elab, ct, dt)
     return counts
 
 

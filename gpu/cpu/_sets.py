@@ -205,6 +205,10 @@ def _weigh_cost(L, jr, p, f, pl, nb_level, seg_off, seg_len, loff, key):  # type
     return c
 
 
+#: slots of a thread's memo of counted last levels (run_plan): run, vertex, count
+MEMO_SLOTS = 1 << 12
+
+
 class SetBuffers:
     """Each thread's vertex marks (a row a level: rows no plan marks are never touched) and
     two-hop weights (``_weigh``: counts, tokens), with their state (marks: owner, run and
@@ -231,15 +235,18 @@ class SetBuffers:
         mk[:, 3, 0] = 0
         # numpy's zeros: fresh pages, each faulted in when a mark first lands there
         return (np.zeros((t, M, cap), np.int32), mk, np.zeros((t, cap), np.int32),
-                np.zeros((t, cap), np.int32), np.zeros((t, 4), np.int64))
+                np.zeros((t, cap), np.int32), np.zeros((t, 4), np.int64),
+                np.zeros((t, 3, MEMO_SLOTS), np.int64), np.zeros(t, np.int64))
 
     def fits(self, nv: int) -> bool:
         return self._on[0].shape[2] >= nv
 
     def fit(self, nv: int, touch: bool = False) -> tuple[np.ndarray, ...]:
-        """(marks, mark state, weight counts, weight tokens, weight state), a slot a thread,
-        with room for ``nv`` vertices (nv = 0: none, the kernels' sets off). ``touch``:
-        fault new buffers' pages in now rather than at their first marks."""
+        """(marks, mark state, weight counts, weight tokens, weight state, memo, clock), a
+        slot a thread, with room for ``nv`` vertices (nv = 0: none, the kernels' sets off;
+        the memo of counted last levels and the runs' clock are there either way: a memo
+        entry names its run, and the clock only grows). ``touch``: fault new buffers'
+        pages in now rather than at their first marks."""
         if nv == 0:
             return self._off
         if not self.fits(nv):
