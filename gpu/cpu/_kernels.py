@@ -42,9 +42,9 @@ from ..planning._planner import (
     F_VERTEX,
 )
 from ._sets import (
-    MEMO_SLOTS,
     _LOW32,
     _ONE32,
+    MEMO_SLOTS,
     _intersect,
     _marked,
     _narrow,
