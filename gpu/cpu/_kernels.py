@@ -236,8 +236,6 @@ def _count_level(L, upto, p, f, pl, vlabel, raw, rrow, ilo, ihi):  # type: ignor
     return c
 
 
-
-
 @leaf
 def _memo_level(p, pl, nb_level, n):  # type: ignore[no-untyped-def]
     """The one non-root level d the last level's candidates depend on, or -1.

@@ -221,12 +221,12 @@ class SetBuffers:
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
-        self._off = self._make(0)
-        self._on = self._make(0)
+        self._off = self._on = self._make(0)   # (_on is made again by the first fit)
 
     @staticmethod
     def nbytes(threads: int, nv: int) -> int:
-        """Bytes of the buffers ``fit(nv)`` makes for ``threads`` threads."""
+        """Bytes of the vertex-indexed buffers ``fit(nv)`` makes for ``threads`` threads
+        (the memo and the states beside them are a few pages a thread)."""
         return threads * (nv + nv // 4) * (M + 2) * 4
 
     def _make(self, cap: int) -> tuple[np.ndarray, ...]:
@@ -260,6 +260,7 @@ class SetBuffers:
 @nb.njit(cache=True, nogil=True, inline="always")
 def _slot_state(mk, wst):  # type: ignore[no-untyped-def]
     """A count's start on a thread's kept buffers: no level's marks belong to a vertex or
-    run yet (runs are numbered a count at a time), the tokens go on."""
+    run yet (a listing numbers its runs from 1 again, and counts with and without marks
+    keep separate clocks), the tokens go on."""
     mk[:3, :] = -1
     wst[:3] = 0
